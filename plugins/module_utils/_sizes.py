@@ -1,0 +1,116 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Byte sizes as operators write them, and as vLLM parses them.
+
+Pure standard library: the same functions serve modules on the GPU host and filters on the
+controller.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+
+KIB = 1024
+MIB = 1024 ** 2
+GIB = 1024 ** 3
+TIB = 1024 ** 4
+
+# vLLM's `human_readable_int` (utils/argparse_utils.py): one letter, lowercase is decimal,
+# uppercase is binary and takes no decimals ("8.5G" is an error there, so it is here too).
+_VLLM_SUFFIX = {
+    "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12,
+    "K": KIB, "M": MIB, "G": GIB, "T": TIB,
+}
+# Spelled-out units are unambiguous, so case does not matter and decimals are fine.
+_UNIT = {
+    "b": 1,
+    "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
+    "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+}
+_SIZE_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
+
+
+class SizeError(ValueError):
+    """A size that cannot be read; the message says what was expected."""
+
+
+def to_bytes(value, what="size"):
+    """Return a plain int of bytes from an int or a size string.
+
+    Accepts plain integers (``8589934592``, ``"8589934592"``), vLLM's own suffixes (``8G`` binary,
+    ``8g`` decimal), IEC units (``22GiB``, ``5.5GiB``, ``512MiB``) and SI units (``8GB``).
+    Fractions of a byte are dropped (``0.1GiB`` is 107374182 bytes). ``what`` names the value
+    in the error message.
+    """
+    if isinstance(value, bool):
+        raise SizeError("%s: expected a byte count or a size like 22GiB, got a boolean" % what)
+    if isinstance(value, int):
+        if value < 0:
+            raise SizeError("%s: expected a non-negative byte count, got %d" % (what, value))
+        return value
+    if isinstance(value, float):
+        if value < 0 or value != int(value):
+            raise SizeError("%s: expected a whole, non-negative byte count, got %r" % (what, value))
+        return int(value)
+    if not isinstance(value, str):
+        raise SizeError("%s: expected a byte count or a size like 22GiB, got %s"
+                        % (what, type(value).__name__))
+    match = _SIZE_RE.match(value)
+    if not match:
+        raise SizeError("%s: cannot read %r as a size; expected e.g. 22GiB, 5.5GiB, 512MiB, "
+                        "8G (binary), 8g (decimal) or a plain byte count" % (what, value))
+    number, unit = match.group("num"), match.group("unit")
+    if not unit:
+        if "." in number:
+            raise SizeError("%s: %r is a fraction of a byte; add a unit such as GiB" % (what, value))
+        return int(number)
+    if unit in _VLLM_SUFFIX:
+        if unit.isupper() and "." in number:
+            raise SizeError("%s: %r mixes decimals with the binary suffix %s (vLLM rejects it "
+                            "too); write %s%s for decimal units or use GiB"
+                            % (what, value, unit, number, unit.lower()))
+        factor = _VLLM_SUFFIX[unit]
+    elif unit.lower() in _UNIT:
+        factor = _UNIT[unit.lower()]
+    else:
+        raise SizeError("%s: unknown unit %r in %r; expected B, KiB, MiB, GiB, TiB, KB, MB, GB, "
+                        "TB or vLLM's K/M/G/T (binary) and k/m/g/t (decimal)" % (what, unit, value))
+    return int(decimal.Decimal(number) * factor)
+
+
+def human_bytes(num_bytes, unit=None, precision=2):
+    """Render bytes with a binary unit: ``22 GiB``, ``5.5 GiB``, ``512 MiB``.
+
+    With ``unit`` (``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``) that unit is used; otherwise the
+    largest unit that keeps the number at or above 1. Trailing zeros are trimmed.
+    """
+    num_bytes = to_bytes(num_bytes, "num_bytes") if not isinstance(num_bytes, int) else num_bytes
+    units = (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB), ("B", 1))
+    if unit is not None:
+        factors = dict(units)
+        if unit not in factors:
+            raise SizeError("unit: expected one of %s, got %r" % (", ".join(factors), unit))
+        chosen = (unit, factors[unit])
+    else:
+        chosen = next(((name, factor) for name, factor in units if abs(num_bytes) >= factor),
+                      ("B", 1))
+    text = ("%.*f" % (precision, num_bytes / chosen[1])).rstrip("0").rstrip(".")
+    return "%s %s" % (text, chosen[0])
+
+
+def round_up(value, multiple):
+    """The smallest multiple of ``multiple`` that is >= ``value`` (integers)."""
+    if multiple <= 0:
+        raise SizeError("round_up: the multiple must be positive, got %d" % multiple)
+    return -(-value // multiple) * multiple
+
+
+def bytes_to_mib(num_bytes):
+    """Whole MiB, rounded up: memory a seat needs is never under-counted."""
+    return -(-num_bytes // MIB)

@@ -1,0 +1,52 @@
+"""Shared pytest setup: the checkout is importable as ``ansible_collections.llmfleet.seats``
+(scripts/bootstrap links it under .build/collections), and real ansible runs get one env."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+COLLECTIONS = REPO_ROOT / ".build" / "collections"
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+
+if not (COLLECTIONS / "ansible_collections" / "llmfleet" / "seats").exists():
+    raise RuntimeError("run scripts/bootstrap (or `make venv`) first: %s is missing" % COLLECTIONS)
+sys.path.insert(0, str(COLLECTIONS))
+
+
+def ansible_env(extra: dict | None = None) -> dict:
+    """The environment for a real ansible/ansible-playbook subprocess."""
+    env = dict(os.environ)
+    env.update({
+        "PATH": "%s:%s" % (VENV_BIN, env.get("PATH", "")),
+        "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_HOST_KEY_CHECKING": "false",
+    })
+    env.update(extra or {})
+    return env
+
+
+def run_ansible(args: list[str], extra_env: dict | None = None, check: bool = False,
+                timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``ansible`` or ``ansible-playbook`` (args[0]) from the repo root; text output."""
+    cmd = [str(VENV_BIN / args[0])] + list(args[1:])
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(extra_env), text=True,
+                          capture_output=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s"
+                             % (" ".join(args), proc.returncode, proc.stdout, proc.stderr))
+    return proc
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
