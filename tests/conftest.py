@@ -40,7 +40,7 @@ def run_ansible(args: list[str], extra_env: dict | None = None, check: bool = Fa
     """Run ``ansible`` or ``ansible-playbook`` (args[0]) from the repo root; text output."""
     cmd = [str(VENV_BIN / args[0])] + list(args[1:])
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(extra_env), text=True,
-                          capture_output=True, timeout=timeout)
+                          capture_output=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError("%s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s"
                              % (" ".join(args), proc.returncode, proc.stdout, proc.stderr))
