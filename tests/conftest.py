@@ -30,6 +30,9 @@ def ansible_env(extra: dict | None = None) -> dict:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_HOST_KEY_CHECKING": "false",
+        # Local runs use the venv's python (interpreter discovery would find pyenv shims);
+        # inventories of remote hosts set their own ansible_python_interpreter.
+        "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
     })
     env.update(extra or {})
     return env

@@ -1,0 +1,90 @@
+"""seat_files through real ansible-playbook runs: check mode and diff touch nothing, the write
+keeps dated backups with owner and mode, a second run changes nothing, restore is byte-exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from conftest import run_ansible
+
+SEAT = {
+    "name": "gen-small", "engine": "vllm", "image": "vllm/vllm-openai:v0.33.0", "port": 8011,
+    "gpu_uuids": ["GPU-6c1f2f2e-0d0b-4c59-9d3e-1a2b3c4d5e01"], "model": "/models/Qwen3.5-35B-A3B",
+    "max_model_len": 262144, "kv_cache_memory_bytes": 5905580032, "gpu_memory_utilization": 0.12,
+    "served_model_names": ["gen-small", "it's $HOME"], "max_new_tokens": 32768,
+    "default_chat_template_kwargs": {"enable_thinking": False},
+}
+
+
+def _play(tmp_path, seat, extra_args=(), state="present", restore=None):
+    task = {"llmfleet.seats.seat_files": {
+        "project_dir": str(tmp_path / "gen-small"), "host": "fv-ml1", "state": state,
+        "backup_tag": "rebal", "backup_date": "20261005"}, "register": "out"}
+    if state == "present":
+        task["llmfleet.seats.seat_files"]["seat"] = seat
+    else:
+        task["llmfleet.seats.seat_files"]["restore"] = restore
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        task, {"ansible.builtin.copy": {"content": "{{ out | to_json }}",
+                                        "dest": str(tmp_path / "result.json"), "mode": "0644"},
+               "check_mode": False, "changed_when": False}]}]
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps(play))
+    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(path),
+                        *extra_args])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((tmp_path / "result.json").read_text()), proc.stdout
+
+
+def test_write_check_diff_idempotence_backup_and_restore(tmp_path):
+    project = tmp_path / "gen-small"
+
+    result, out = _play(tmp_path, SEAT, ["--check", "--diff"])
+    assert result["changed"] and not project.exists(), "check mode must touch nothing"
+    assert "SEAT_KV_CACHE_MEMORY_BYTES='5905580032'" in out, "the diff shows the new .env"
+
+    result, _ = _play(tmp_path, SEAT)
+    assert result["changed"] and all(f["created"] for f in result["files"].values())
+    env = project / ".env"
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600
+    first_env, first_compose = env.read_bytes(), (project / "compose.yaml").read_bytes()
+
+    result, _ = _play(tmp_path, SEAT)
+    assert not result["changed"] and result["backups"] == [], "a second run changes nothing"
+
+    # The operator made the .env group-readable; a new budget must keep that mode.
+    os.chmod(env, 0o640)
+    bigger = dict(SEAT, kv_cache_memory_bytes=6442450944)
+    result, out = _play(tmp_path, bigger, ["--diff"])
+    backup = project / ".env.bak-20261005-rebal"
+    assert result["files"][".env"]["backup"] == str(backup)
+    assert result["files"]["compose.yaml"]["changed"] is False
+    assert backup.read_bytes() == first_env and stat.S_IMODE(backup.stat().st_mode) == 0o640
+    assert b"SEAT_KV_CACHE_MEMORY_BYTES='6442450944'" in env.read_bytes()
+    assert stat.S_IMODE(env.stat().st_mode) == 0o640
+    assert "-SEAT_KV_CACHE_MEMORY_BYTES='5905580032'" in out
+
+    restored, _ = _play(tmp_path, None, state="restored", restore=result["files"])
+    assert restored["changed"]
+    assert env.read_bytes() == first_env and (project / "compose.yaml").read_bytes() == first_compose
+    assert stat.S_IMODE(env.stat().st_mode) == 0o640
+
+    # A later, different version on the same day gets its own backup name, never overwrites.
+    result, _ = _play(tmp_path, bigger)
+    result, _ = _play(tmp_path, dict(SEAT, kv_cache_memory_bytes=7516192768))
+    assert result["files"][".env"]["backup"] == str(backup) + "-2"
+    assert backup.read_bytes() == first_env
+
+
+def test_bad_seat_fails_naming_the_field(tmp_path):
+    task = {"llmfleet.seats.seat_files": {
+        "project_dir": str(tmp_path / "x"), "seat": dict(SEAT, port="eighty")}}
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(path)])
+    assert proc.returncode != 0
+    assert "seat gen-small: port: expected a positive integer, got 'eighty'" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "x").exists()
