@@ -1,0 +1,150 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rebalance_lock
+short_description: One rebalance at a time per GPU host
+version_added: 0.1.0
+description:
+  - Takes or releases a per-host lock file, created exclusively, that records which run holds it
+    (run id, controller host and process, start time).
+  - A second run finds the lock taken and fails with the holder's details, before it touches
+    anything. A run whose controller process is gone (an interrupted run) leaves a stale lock; the
+    playbooks detect that on the controller and take the lock over with O(force=true).
+author:
+  - llmfleet.seats contributors
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode nothing is written; the module only reports whether the lock is free.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  path:
+    description: The lock file. Under C(/run) it disappears with a reboot, as stale locks should.
+    type: path
+    default: /run/llmfleet/rebalance.lock
+  state:
+    description: V(acquired) takes the lock for O(run_id); V(released) gives it back.
+    type: str
+    choices: [acquired, released]
+    default: acquired
+  run_id:
+    description: The run that takes or releases the lock.
+    type: str
+    required: true
+  controller:
+    description: The controller's host name and C(ansible-playbook) process id, recorded in the lock.
+    type: dict
+    default: {}
+  force:
+    description:
+      - Take the lock even when another run holds it. Only for a holder known to be dead.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Take the rebalance lock
+  llmfleet.seats.rebalance_lock:
+    run_id: "{{ llmfleet_run_id }}"
+    controller: {host: "{{ lookup('pipe', 'hostname') }}", pid: 4242}
+  register: lock
+  failed_when: false
+
+- name: Release it
+  llmfleet.seats.rebalance_lock:
+    run_id: "{{ llmfleet_run_id }}"
+    state: released
+"""
+
+RETURN = r"""
+acquired:
+  description: Whether this run holds the lock now (in check mode, whether it could take it).
+  returned: state=acquired
+  type: bool
+held_by:
+  description: The lock's contents when another run holds it (run_id, controller, started).
+  returned: when another run holds the lock
+  type: dict
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {"run_id": "(unreadable lock file)"}
+
+
+def _create(path, record):
+    """Exclusive create: exactly one of two concurrent runs succeeds."""
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(handle, "w") as out:
+        json.dump(record, out)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "default": "/run/llmfleet/rebalance.lock"},
+            "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
+            "run_id": {"type": "str", "required": True},
+            "controller": {"type": "dict", "default": {}},
+            "force": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    path, run_id = module.params["path"], module.params["run_id"]
+    holder = _read(path)
+
+    if module.params["state"] == "released":
+        mine = holder is not None and holder.get("run_id") == run_id
+        if mine and not module.check_mode:
+            os.unlink(path)
+        module.exit_json(changed=mine)
+
+    if holder is not None and holder.get("run_id") == run_id:
+        module.exit_json(changed=False, acquired=True)
+    if holder is not None and not module.params["force"]:
+        module.fail_json(
+            msg="another rebalance holds %s: run %s from %s (pid %s) since %s; if that run is dead, "
+                "re-run with -e llmfleet_rebalance_break_lock=true"
+                % (path, holder.get("run_id"), holder.get("controller", {}).get("host", "?"),
+                   holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")),
+            acquired=False, held_by=holder)
+    if module.check_mode:
+        module.exit_json(changed=True, acquired=True, held_by=holder)
+    record = {"run_id": run_id, "controller": module.params["controller"],
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if holder is not None:
+        os.unlink(path)
+    try:
+        _create(path, record)
+    except FileExistsError:
+        module.fail_json(msg="another rebalance took %s at the same moment: %s"
+                         % (path, _read(path)), acquired=False, held_by=_read(path))
+    module.exit_json(changed=True, acquired=True, held_by=holder)
+
+
+if __name__ == "__main__":
+    main()

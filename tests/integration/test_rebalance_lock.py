@@ -1,0 +1,63 @@
+"""rebalance_lock through real ansible runs: one holder at a time, a clear refusal naming the
+holder, release only by the holder, forced takeover of a dead run's lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import ansible_env, run_ansible, VENV_BIN, REPO_ROOT
+
+
+def _lock(path, run_id, *extra):
+    args = "path=%s run_id=%s controller={'host':'ctl','pid':%d} %s" % (
+        path, run_id, 100 + len(run_id), " ".join(extra))
+    return run_ansible(["ansible", "localhost", "-c", "local", "-m",
+                        "llmfleet.seats.rebalance_lock", "-a", args])
+
+
+def test_second_run_is_refused_until_release(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    first = _lock(path, "run-a")
+    assert first.returncode == 0, first.stdout
+    assert json.loads(path.read_text())["run_id"] == "run-a"
+
+    second = _lock(path, "run-b")
+    assert second.returncode != 0
+    assert "another rebalance holds %s: run run-a from ctl (pid 105)" % path in second.stdout
+
+    not_mine = _lock(path, "run-b", "state=released")
+    assert not_mine.returncode == 0 and path.exists(), "only the holder releases"
+    again = _lock(path, "run-a")
+    assert again.returncode == 0 and "CHANGED" not in again.stdout, "re-acquire is idempotent"
+
+    released = _lock(path, "run-a", "state=released")
+    assert released.returncode == 0 and not path.exists()
+    assert _lock(path, "run-b").returncode == 0
+
+
+def test_check_mode_takes_nothing(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    args = "path=%s run_id=dry" % path
+    proc = run_ansible(["ansible", "localhost", "-c", "local", "--check", "-m",
+                        "llmfleet.seats.rebalance_lock", "-a", args])
+    assert proc.returncode == 0 and not path.exists()
+
+
+def test_force_takes_over_a_dead_runs_lock(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    assert _lock(path, "run-a").returncode == 0
+    taken = _lock(path, "run-c", "force=true")
+    assert taken.returncode == 0
+    assert json.loads(path.read_text())["run_id"] == "run-c"
+    assert '"run_id": "run-a"' in taken.stdout, "the takeover reports whose lock it broke"
+
+
+def test_concurrent_runs_one_wins(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    procs = [subprocess.Popen(
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", "llmfleet.seats.rebalance_lock",
+         "-a", "path=%s run_id=run-%d" % (path, i)], cwd=REPO_ROOT, env=ansible_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(4)]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert sorted(codes).count(0) == 1, [p.stdout.read() for p in procs]
