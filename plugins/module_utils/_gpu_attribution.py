@@ -1,0 +1,276 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Who holds the memory: GPU process PID -> container -> compose project and service.
+
+NVML and nvidia-smi report host PIDs. ``/proc/<pid>/cgroup`` names the container (cgroup v1
+and v2; Docker's cgroupfs and systemd drivers, containerd, CRI, podman), and the Docker Engine
+API names the container and reads its ``com.docker.compose.project`` / ``.service`` labels: the
+docker SDK when it is importable, the ``docker`` CLI otherwise, both honouring ``DOCKER_HOST``.
+Where a PID cannot be resolved, the process says why in ``attribution``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+try:
+    import docker as docker_sdk
+except ImportError:
+    docker_sdk = None
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
+COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
+
+_ID = r"[0-9a-f]{64}"
+# A container's cgroup directory: "docker-<id>.scope" (systemd driver), "cri-containerd-<id>.scope"
+# (Kubernetes), "libpod-<id>.scope" (podman), "nerdctl-<id>.scope", or a bare "<id>" under
+# "/docker/" (cgroupfs driver) or a containerd namespace such as "/default/".
+_SCOPE = re.compile(r"^(?:(?P<runtime>docker|cri-containerd|containerd|crio|libpod|nerdctl)-)?"
+                    r"(?P<id>%s)(?:\.scope)?$" % _ID)
+
+
+class AttributionError(ValueError):
+    """Attribution input that cannot be read (a malformed engine answer)."""
+
+
+def container_ids_from_cgroup(text):
+    """Container IDs in a ``/proc/<pid>/cgroup`` text, innermost first, as ``(runtime, id)``.
+
+    The cgroup v2 line (``0::/path``) is preferred; on v1 or hybrid hosts every hierarchy
+    names the same container, so the first line that names one is enough.
+    """
+    paths = []
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, _controllers, path = parts
+        if hierarchy == "0":
+            paths.insert(0, path)
+        else:
+            paths.append(path)
+    for path in paths:
+        found = []
+        segments = [segment for segment in path.split("/") if segment]
+        for position, segment in enumerate(segments):
+            match = _SCOPE.match(segment)
+            if not match:
+                continue
+            runtime = match.group("runtime")
+            if runtime is None:
+                parent = segments[position - 1] if position else ""
+                runtime = "docker" if parent == "docker" else "containerd"
+            found.append((runtime, match.group("id")))
+        if found:
+            return list(reversed(found))
+    return []
+
+
+def read_proc_cgroup(pid, proc_root="/proc"):
+    """``(text, None)`` or ``(None, why)`` for a PID's cgroup file."""
+    path = os.path.join(proc_root, str(pid), "cgroup")
+    try:
+        with open(path) as handle:
+            return handle.read(), None
+    except FileNotFoundError:
+        return None, ("PID %d is not visible here: it exited, or gpu_info runs in another PID "
+                      "namespace (NVML reports host PIDs; run gpu_info on the GPU host itself)" % pid)
+    except PermissionError:
+        return None, "cannot read %s: permission denied (run the task with become: true)" % path
+    except OSError as exc:
+        return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+
+
+def read_process_running_seconds(pid, proc_root="/proc"):
+    """How long a process has run (whole seconds), from /proc; None when it cannot be read.
+
+    A seat's memory creeps for a day or two after it starts, so a reading says how settled it is.
+    """
+    try:
+        with open(os.path.join(proc_root, str(pid), "stat")) as handle:
+            stat = handle.read()
+        with open(os.path.join(proc_root, "uptime")) as handle:
+            uptime = float(handle.read().split()[0])
+        # Field 22 (starttime, clock ticks after boot); fields are counted after the ")" that
+        # ends the command name, which may itself hold spaces.
+        start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, int(uptime - start_ticks / os.sysconf("SC_CLK_TCK")))
+
+
+def _container_record(attrs):
+    """The part of ``docker inspect`` that attribution needs."""
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    return {
+        "id": attrs.get("Id"),
+        "name": (attrs.get("Name") or "").lstrip("/") or None,
+        "compose_project": labels.get(COMPOSE_PROJECT_LABEL),
+        "compose_service": labels.get(COMPOSE_SERVICE_LABEL),
+    }
+
+
+class DockerSdkEngine:
+    """The Docker Engine API through the docker SDK."""
+
+    def __init__(self, docker_host, timeout=10):
+        self.docker_host = docker_host
+        self.timeout = timeout
+
+    def inspect(self, container_ids):
+        """``({id: record}, None)``, or ``({}, why)`` when the engine cannot be asked."""
+        if not container_ids:
+            return {}, None
+        found = {}
+        try:
+            # The client negotiates the API version on creation, so creating it can fail too.
+            client = docker_sdk.DockerClient(base_url=self.docker_host, timeout=self.timeout)
+            for container_id in container_ids:
+                try:
+                    found[container_id] = _container_record(client.api.inspect_container(container_id))
+                except docker_sdk.errors.NotFound:
+                    continue
+        except docker_sdk.errors.DockerException as exc:
+            return {}, "the Docker engine at %s did not answer: %s" % (self.docker_host, exc)
+        return found, None
+
+
+class DockerCliEngine:
+    """The Docker Engine API through ``docker inspect`` (DOCKER_HOST passed in its environment)."""
+
+    def __init__(self, docker_host, docker_bin="docker", timeout=30):
+        self.docker_host = docker_host
+        self.docker_bin = docker_bin
+        self.timeout = timeout
+
+    def inspect(self, container_ids):
+        if not container_ids:
+            return {}, None
+        env = dict(os.environ, DOCKER_HOST=self.docker_host)
+        command = [self.docker_bin, "inspect", "--type", "container"] + list(container_ids)
+        try:
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=self.timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {}, "cannot run %s: %s" % (self.docker_bin, exc)
+        # With unknown IDs docker exits 1 but still prints the ones it found.
+        try:
+            answer = json.loads(proc.stdout or "[]")
+        except ValueError:
+            answer = None
+        if not isinstance(answer, list) or (proc.returncode != 0 and not answer
+                                            and "No such" not in proc.stderr):
+            why = (proc.stderr or proc.stdout).strip().splitlines()
+            return {}, "the Docker engine at %s did not answer: %s" % (
+                self.docker_host, why[0] if why else "exit %d" % proc.returncode)
+        return {attrs["Id"]: _container_record(attrs) for attrs in answer
+                if isinstance(attrs, dict) and attrs.get("Id")}, None
+
+
+def docker_engine(docker_host=None):
+    """The SDK engine when ``import docker`` works, else the CLI; ``docker_host`` defaults to
+    ``$DOCKER_HOST``, then the local socket."""
+    docker_host = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+    if docker_sdk is not None:
+        return DockerSdkEngine(docker_host)
+    return DockerCliEngine(docker_host)
+
+
+def _explain_unresolved(runtime, container_id, engine, engine_error):
+    short = container_id[:12]
+    if engine_error:
+        return "%s container %s: %s" % (runtime, short, engine_error)
+    return ("%s container %s is not known to the Docker engine at %s (another engine or runtime "
+            "runs it)" % (runtime, short, engine.docker_host))
+
+
+def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=read_process_running_seconds):
+    """Fill each process's ``container``, ``container_id``, ``compose_project``,
+    ``compose_service``, ``attribution`` (None when resolved, else why not) and ``running_s``
+    (seconds since it started), and each GPU's ``attributed_mib``, ``unattributed_mib`` and
+    ``unlisted_mib``. Returns ``(gpus, warnings)``: new GPU dicts, and the engine's failure
+    (once) when it could not be asked.
+
+    ``engine`` answers ``inspect(ids) -> ({id: record}, error)``: DockerSdkEngine,
+    DockerCliEngine, or anything shaped like them.
+    ``unattributed_mib`` = used - memory of processes resolved to a container: driver and
+    context memory, processes outside containers and processes nobody could name.
+    ``unlisted_mib`` = used - memory of every listed process: what no process accounts for.
+    """
+    cgroup_ids, reasons = {}, {}
+    for gpu in gpus:
+        for process in gpu["processes"]:
+            pid = process["pid"]
+            if pid in cgroup_ids or pid in reasons:
+                continue
+            text, why = read_cgroup(pid)
+            if text is None:
+                reasons[pid] = why
+                continue
+            ids = container_ids_from_cgroup(text)
+            if ids:
+                cgroup_ids[pid] = ids
+            else:
+                first = next((line for line in text.splitlines() if line.startswith("0::")),
+                             text.strip().splitlines()[0] if text.strip() else "")
+                reasons[pid] = "PID %d is not in a container (cgroup %s)" % (pid, first or "empty")
+    wanted = sorted({cid for ids in cgroup_ids.values() for _runtime, cid in ids})
+    records, engine_error = engine.inspect(wanted)
+
+    result = []
+    for gpu in gpus:
+        processes = []
+        for process in gpu["processes"]:
+            pid = process["pid"]
+            resolved = dict(process, container=None, container_id=None, compose_project=None,
+                            compose_service=None, attribution=reasons.get(pid),
+                            running_s=read_age(pid))
+            for runtime, container_id in cgroup_ids.get(pid, []):
+                record = records.get(container_id)
+                if record:
+                    resolved.update(container=record["name"], container_id=container_id,
+                                    compose_project=record["compose_project"],
+                                    compose_service=record["compose_service"], attribution=None)
+                    if not record["compose_service"]:
+                        resolved["attribution"] = ("container %s was not started by docker compose "
+                                                   "(no %s label)" % (record["name"], COMPOSE_SERVICE_LABEL))
+                    break
+            else:
+                if pid in cgroup_ids:
+                    runtime, container_id = cgroup_ids[pid][0]
+                    resolved["container_id"] = container_id
+                    resolved["attribution"] = _explain_unresolved(runtime, container_id, engine,
+                                                                  engine_error)
+            processes.append(resolved)
+        result.append(dict(gpu, processes=processes, **_accounting(gpu.get("memory_used_mib"), processes)))
+    return result, ["process attribution: %s" % engine_error] if engine_error else []
+
+
+def without_attribution(gpus, why):
+    """The same keys as attribute_processes, with every process unresolved for ``why``."""
+    result = []
+    for gpu in gpus:
+        processes = [dict(process, container=None, container_id=None, compose_project=None,
+                          compose_service=None, attribution=why, running_s=None)
+                     for process in gpu["processes"]]
+        result.append(dict(gpu, processes=processes, **_accounting(gpu.get("memory_used_mib"), processes)))
+    return result
+
+
+def _accounting(used, processes):
+    known = [p for p in processes if p.get("used_mib") is not None]
+    attributed = sum(p["used_mib"] for p in known if p.get("container"))
+    listed = sum(p["used_mib"] for p in known)
+    return {
+        "attributed_mib": attributed,
+        "unattributed_mib": None if used is None else used - attributed,
+        "unlisted_mib": None if used is None else used - listed,
+    }

@@ -1,0 +1,374 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_info
+short_description: Read what the GPUs hold, and who holds it, through NVML, nvidia-smi or a snapshot
+version_added: 0.1.0
+description:
+  - Reads every NVIDIA GPU of the target: index, UUID, name, PCI bus id, total, reserved, used
+    and free memory in MiB, MIG mode, and the compute processes with their memory.
+  - Attributes each process to its container and docker compose project/service through
+    C(/proc/<pid>/cgroup) (cgroup v1 and v2) and the Docker Engine API, and reports per GPU the
+    memory no container accounts for (RV(gpus[].unattributed_mib)).
+  - With O(source=snapshot) it returns a reading recorded earlier with O(save_snapshot_path)
+    instead, for example one taken at the plateau a day or two after the seats booted. Planning
+    against that, rather than the free memory right after a restart, is the point of snapshots.
+  - Downstream roles key everything by GPU UUID, never by index.
+author:
+  - llmfleet.seats contributors
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.info_module
+attributes:
+  check_mode:
+    details:
+      - Reading changes nothing. The one thing the module can write is O(save_snapshot_path); in
+        check mode that file is not written and RV(ignore:changed) says whether it would change.
+requirements:
+  - nvidia-ml-py (C(import pynvml)) on the target for O(source=nvml) (and for O(source=auto) to
+    use NVML rather than nvidia-smi).
+  - The docker SDK for Python, or the C(docker) CLI, on the target for container attribution.
+notes:
+  - NVML and nvidia-smi report host PIDs. Run the module on the GPU host itself (with C(become)
+    where C(/proc) or the Docker socket needs it), not inside a container; a PID it cannot
+    resolve says why in RV(gpus[].processes[].attribution).
+  - MiB figures from NVML are rounded for planning: used and reserved up, free down.
+  - In MIG mode the figures are those of the whole card; processes carry their GPU and compute
+    instance ids.
+options:
+  source:
+    description:
+      - Where to read from. V(auto) uses NVML and falls back to nvidia-smi when NVML cannot be
+        used (no bindings, no library, or an NVML error); the warning says why.
+      - V(snapshot) returns the reading saved in O(snapshot_path).
+    type: str
+    choices: [auto, nvml, nvidia-smi, snapshot]
+    default: auto
+  snapshot_path:
+    description:
+      - The snapshot file to read with O(source=snapshot). Required then, refused otherwise.
+    type: path
+  save_snapshot_path:
+    description:
+      - Record this reading as a snapshot (versioned JSON with host, time and source) at this
+        path on the target. The file is replaced atomically and only when its content differs;
+        RV(ignore:changed) is true exactly when it was (or, in check mode, would be) written.
+      - Refused with O(source=snapshot); copy the file to keep another one.
+    type: path
+  snapshot_host:
+    description:
+      - The host name recorded in a saved snapshot. Defaults to the target's host name; pass
+        C({{ inventory_hostname }}) to record the name the inventory uses.
+    type: str
+  attribute_processes:
+    description:
+      - Resolve each process to its container and compose project/service. With V(false) the
+        processes are listed with those fields null.
+    type: bool
+    default: true
+  docker_host:
+    description:
+      - The Docker Engine to ask about containers, for example V(unix:///run/docker.sock).
+      - Defaults to the target's E(DOCKER_HOST), then V(unix:///var/run/docker.sock).
+    type: str
+seealso:
+  - name: Recording and using plateau snapshots
+    description: docs/plateau-snapshots.md in this collection.
+    link: https://example.invalid/llmfleet/seats/docs/plateau-snapshots.md
+"""
+
+EXAMPLES = r"""
+- name: Read the cards (NVML, else nvidia-smi)
+  llmfleet.seats.gpu_info:
+  become: true
+  register: cards
+
+- name: Show free MiB per GPU UUID
+  ansible.builtin.debug:
+    msg: "{{ cards.gpus | llmfleet.seats.gpu_free_mib_by_uuid }}"
+
+- name: Read through NVML only (fails with a clear message when it cannot)
+  llmfleet.seats.gpu_info:
+    source: nvml
+  become: true
+
+- name: Read through nvidia-smi, without asking Docker about the processes
+  llmfleet.seats.gpu_info:
+    source: nvidia-smi
+    attribute_processes: false
+
+- name: Record the plateau, a day or two after the seats booted
+  llmfleet.seats.gpu_info:
+    save_snapshot_path: /var/lib/llmfleet/gpu-plateau.json
+    snapshot_host: "{{ inventory_hostname }}"
+  become: true
+
+- name: Plan against the recorded plateau instead of the cards right now
+  llmfleet.seats.gpu_info:
+    source: snapshot
+    snapshot_path: /var/lib/llmfleet/gpu-plateau.json
+  register: plateau
+
+- name: Ask a Docker engine on a non-default socket
+  llmfleet.seats.gpu_info:
+    docker_host: unix:///run/user/1000/docker.sock
+"""
+
+RETURN = r"""
+source:
+  description: Where the reading came from (V(nvml), V(nvidia-smi) or V(snapshot)).
+  returned: always
+  type: str
+  sample: nvml
+driver_version:
+  description: The NVIDIA driver version; null when no GPU was found through nvidia-smi.
+  returned: always
+  type: str
+  sample: "580.95.05"
+nvml_version:
+  description: The NVML library version (NVML only).
+  returned: always
+  type: str
+  sample: "13.580.95.05"
+cuda_version:
+  description: The CUDA version the driver supports (NVML only).
+  returned: always
+  type: str
+  sample: "13.0"
+snapshot:
+  description: The snapshot read (O(source=snapshot)) or saved (O(save_snapshot_path)).
+  returned: when a snapshot was read or saved
+  type: dict
+  contains:
+    path:
+      description: The snapshot file.
+      type: str
+    host:
+      description: The host it describes.
+      type: str
+    taken_at:
+      description: When the reading was taken, UTC, ISO 8601.
+      type: str
+      sample: "2026-10-07T08:00:00Z"
+    source:
+      description: The source that took the reading (V(nvml) or V(nvidia-smi)).
+      type: str
+    schema_version:
+      description: The snapshot schema version.
+      type: int
+      sample: 1
+gpus:
+  description: One entry per GPU, in index order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: The driver's GPU index (can change across reboots; use RV(gpus[].uuid)).
+      type: int
+    uuid:
+      description: The GPU UUID, the key everywhere downstream.
+      type: str
+      sample: GPU-5a1c0c6e-3b7e-4f1e-9c55-0f1d2e3c4b5a
+    name:
+      description: The product name.
+      type: str
+      sample: NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition
+    pci_bus_id:
+      description: The PCI bus id.
+      type: str
+      sample: "00000000:18:00.0"
+    memory_total_mib:
+      description: Total memory.
+      type: int
+      sample: 97887
+    memory_reserved_mib:
+      description: Memory the driver and firmware reserve; null where the driver cannot say.
+      type: int
+    memory_used_mib:
+      description: Memory allocated by processes, contexts and the driver (without reserved).
+      type: int
+    memory_free_mib:
+      description: Free memory (total - reserved - used).
+      type: int
+    mig_mode:
+      description: Whether MIG is enabled; null on cards without MIG.
+      type: bool
+    attributed_mib:
+      description: Memory of the processes resolved to a container.
+      type: int
+    unattributed_mib:
+      description:
+        - Used memory no container accounts for (used - attributed): driver and CUDA contexts,
+          processes outside containers, and tenants nobody could name.
+      type: int
+    unlisted_mib:
+      description: Used memory that no listed process accounts for (used - all processes).
+      type: int
+    processes:
+      description: The compute processes on this GPU.
+      type: list
+      elements: dict
+      contains:
+        pid:
+          description: The host PID.
+          type: int
+        used_mib:
+          description: Its memory on this GPU; null where the driver cannot say (MIG, permissions).
+          type: int
+        name:
+          description: The process name or executable, when known.
+          type: str
+        gpu_instance_id:
+          description: The MIG GPU instance; null outside MIG.
+          type: int
+        compute_instance_id:
+          description: The MIG compute instance; null outside MIG.
+          type: int
+        container:
+          description: The container's name.
+          type: str
+          sample: fv-gen-small-1
+        container_id:
+          description: The full container id from the process's cgroup.
+          type: str
+        compose_project:
+          description: The C(com.docker.compose.project) label.
+          type: str
+        compose_service:
+          description: The C(com.docker.compose.service) label.
+          type: str
+          sample: gen-small
+        running_s:
+          description: Seconds since the process started; a seat settles a day or two after boot.
+          type: int
+        attribution:
+          description: Why the process is not (fully) attributed; null when it is.
+          type: str
+          sample: PID 4242 is not in a container (cgroup 0::/user.slice/user-1000.slice/session-3.scope)
+"""
+
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_attribution import (
+    attribute_processes,
+    docker_engine,
+    without_attribution,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import (
+    SnapshotError,
+    build_snapshot,
+    dump_snapshot,
+    read_snapshot_file,
+    utc_timestamp,
+    write_snapshot_file,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._nvidia_smi import (
+    NvidiaSmiError,
+    read_nvidia_smi,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._nvml import (
+    HAS_PYNVML,
+    PYNVML_IMPORT_ERROR,
+    NvmlError,
+    read_nvml,
+)
+
+
+def read_live(module, source):
+    """``(source used, reading)`` from NVML or nvidia-smi; fails the module with one line."""
+    nvml_problem = None
+    if source in ("auto", "nvml"):
+        if not HAS_PYNVML and source == "nvml":
+            module.fail_json(msg=missing_required_lib("nvidia-ml-py", reason="to read the GPUs with source=nvml"),
+                             exception=PYNVML_IMPORT_ERROR)
+        try:
+            return "nvml", read_nvml()
+        except NvmlError as exc:
+            if source == "nvml":
+                module.fail_json(msg=str(exc))
+            nvml_problem = str(exc)
+    smi = module.get_bin_path("nvidia-smi")
+    try:
+        if smi is None:
+            raise NvidiaSmiError("nvidia-smi is not installed (not on PATH)")
+        reading = read_nvidia_smi(lambda args: module.run_command([smi] + args))
+    except NvidiaSmiError as exc:
+        module.fail_json(msg="%s%s" % (str(exc), "; before that, " + nvml_problem if nvml_problem else ""))
+    if nvml_problem:
+        reading["warnings"].insert(0, "read with nvidia-smi because NVML could not be used: " + nvml_problem)
+    return "nvidia-smi", reading
+
+
+def snapshot_summary(path, snapshot):
+    return dict(path=path, host=snapshot["host"], taken_at=snapshot["taken_at"], source=snapshot["source"],
+                schema_version=snapshot["schema_version"])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            source=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi", "snapshot"]),
+            snapshot_path=dict(type="path"),
+            save_snapshot_path=dict(type="path"),
+            snapshot_host=dict(type="str"),
+            attribute_processes=dict(type="bool", default=True),
+            docker_host=dict(type="str"),
+        ),
+        required_if=[("source", "snapshot", ["snapshot_path"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+    source = params["source"]
+
+    if source == "snapshot":
+        if params["save_snapshot_path"]:
+            module.fail_json(msg="save_snapshot_path: a snapshot is recorded from a live source "
+                                 "(auto, nvml or nvidia-smi), not from another snapshot; copy the "
+                                 "file to keep a second one")
+        try:
+            snapshot = read_snapshot_file(params["snapshot_path"])
+        except SnapshotError as exc:
+            module.fail_json(msg=str(exc))
+        module.exit_json(changed=False, source="snapshot", gpus=snapshot["gpus"],
+                         driver_version=snapshot.get("driver_version"),
+                         nvml_version=snapshot.get("nvml_version"),
+                         cuda_version=snapshot.get("cuda_version"),
+                         snapshot=snapshot_summary(params["snapshot_path"], snapshot))
+    if params["snapshot_path"]:
+        module.fail_json(msg="snapshot_path: only read with source=snapshot (source is %s); to "
+                             "record this reading use save_snapshot_path" % source)
+
+    used, reading = read_live(module, source)
+    warnings = reading["warnings"]
+    if params["attribute_processes"]:
+        gpus, attribution_warnings = attribute_processes(reading["gpus"], docker_engine(params["docker_host"]))
+        warnings.extend(attribution_warnings)
+    else:
+        gpus = without_attribution(reading["gpus"], "not attempted (attribute_processes=false)")
+    for warning in warnings:
+        module.warn(warning)
+
+    result = dict(changed=False, source=used, gpus=gpus, driver_version=reading["driver_version"],
+                  nvml_version=reading["nvml_version"], cuda_version=reading["cuda_version"])
+    path = params["save_snapshot_path"]
+    if path:
+        snapshot = build_snapshot(result, params["snapshot_host"] or socket.gethostname(), utc_timestamp())
+        try:
+            result["changed"] = write_snapshot_file(path, dump_snapshot(snapshot), module.check_mode)
+        except SnapshotError as exc:
+            module.fail_json(msg=str(exc))
+        result["snapshot"] = snapshot_summary(os.path.abspath(path), snapshot)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
