@@ -1,0 +1,715 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""vLLM 0.33's KV cache arithmetic for a pinned ``--kv-cache-memory-bytes`` budget.
+
+Mirrors, step by step, what ``vllm serve`` 0.33.0 does between loading the model and printing
+"GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: Cx": the block
+size (backend preference, then the hybrid Mamba alignment), one KV cache spec per layer
+(``v1/kv_cache_interface.py``), the hybrid allocator's grouping and page unification
+(``v1/core/kv_cache_planning.py``), bytes per block, ``num_blocks = budget // bytes_per_block``,
+the startup admission check that holds one null block back (with vLLM's own error text and
+estimated maximum length), the capacity line (``v1/core/kv_cache_utils.py``) and the Mamba
+``max_num_seqs`` check (``config/compilation.py``). Every figure is per GPU (TP rank).
+
+The sizing rule on top: the smallest budget that boots and whose maximum concurrency at
+``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.
+
+Pure standard library: the module and the filters share it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+    ModelConfigError,
+    describe_model,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import (
+    GIB,
+    SizeError,
+    round_up,
+    to_bytes,
+)
+
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
+DEFAULT_KV_ROUND_TO = "0.5GiB"
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+# What vLLM's get_batch_defaults (engine/arg_utils.py) and the CUDA backend priority lists
+# (platforms/cuda.py) see for each card. ``sm`` is the compute capability major*10+minor.
+GPU_PROFILES = {
+    "h100": {"sm": 90, "memory_gib": 79.2, "name": "NVIDIA H100 80GB HBM3"},
+    "h200": {"sm": 90, "memory_gib": 139.8, "name": "NVIDIA H200"},
+    "b200": {"sm": 100, "memory_gib": 178.4, "name": "NVIDIA B200"},
+    "rtx-pro-6000": {"sm": 120, "memory_gib": 95.6,
+                     "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"},
+    "a100": {"sm": 80, "memory_gib": 79.2, "name": "NVIDIA A100-SXM4-80GB"},
+    "l40s": {"sm": 89, "memory_gib": 44.4, "name": "NVIDIA L40S"},
+}
+DEFAULT_GPU = "h100"
+
+_NO_MEMORY_ERROR = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine (this flag also controls CPU memory reservation on the CPU "
+    "backend, despite its name). See https://docs.vllm.ai/en/latest/configuration/"
+    "conserving_memory/ for more details.")
+_LONG_LEN_WARNING = (
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
+    "relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. "
+    "If the model uses absolute position encoding, positions exceeding derived_max_model_len "
+    "will cause a CUDA array out-of-bounds error.")
+
+
+class KVSizingError(ValueError):
+    """Bad sizing input; the message names the seat, the option or field, and what was expected."""
+
+
+def _prefix(seat):
+    return "seat %s: " % seat if seat else ""
+
+
+def _cdiv(a, b):
+    return -(a // -b)
+
+
+def format_gib(num_bytes):
+    """vLLM's utils/mem_utils.py format_gib: ``str(round(b / 2**30, 2))``."""
+    return str(round(num_bytes / GIB, 2))
+
+
+class _Backend:
+    """An attention backend as KV planning sees it: its kernel block sizes.
+
+    ``fixed`` are exact sizes (``[16, 32, 64]``); ``multiple_of`` is a ``MultipleOf(n)`` base.
+    """
+
+    def __init__(self, name, fixed=(), multiple_of=None):
+        self.name, self.fixed, self.multiple_of = name, tuple(fixed), multiple_of
+
+    def bases(self):
+        return list(self.fixed) + ([self.multiple_of] if self.multiple_of else [])
+
+    def supports(self, block_size):
+        return any(block_size % base == 0 for base in self.bases())
+
+    def preferred_block_size(self, default=16):
+        return default if self.supports(default) else min(self.bases())
+
+    def largest_block_within(self, per_token, page_budget, fallback):
+        """attention.py _largest_kernel_block_within, for sliding-window layers."""
+        max_block = page_budget // per_token
+        candidates = list(self.fixed)
+        if self.multiple_of:
+            candidates.append(max(self.multiple_of, max_block // self.multiple_of
+                                  * self.multiple_of))
+        if not candidates:
+            return fallback
+        fitting = [b for b in candidates if b * per_token <= page_budget]
+        return max(fitting) if fitting else min(candidates)
+
+    def stride_alignment_base(self):
+        """worker/utils.py customize_attention_spec: fixed-size-only backends get
+        ``block_stride_alignment = MultipleOf(max(sizes))``."""
+        return max(self.fixed) if self.fixed and not self.multiple_of else None
+
+
+_FLASH_ATTN = _Backend("FLASH_ATTN", multiple_of=16)
+_FLASHINFER = _Backend("FLASHINFER", fixed=(16, 32, 64))
+_TRITON_ATTN = _Backend("TRITON_ATTN", multiple_of=16)
+_FLASH_ATTN_MLA = _Backend("FLASH_ATTN_MLA", multiple_of=16)
+_FLASHMLA = _Backend("FLASHMLA", fixed=(64,))
+_FLASHINFER_MLA = _Backend("FLASHINFER_MLA", fixed=(32, 64))
+_CUTLASS_MLA = _Backend("CUTLASS_MLA", fixed=(128,))
+_TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
+
+
+def _attention_backend(sm, model, kv_dtype):
+    """The first backend of vLLM's CUDA priority list that accepts this model (inferred from
+    platforms/cuda.py and each backend's supports_*; not run on a GPU)."""
+    quantized = kv_dtype.startswith("fp8")
+    if model["mla"]:
+        if sm // 10 == 9:
+            return _FLASHMLA if quantized else _FLASH_ATTN_MLA
+        if sm // 10 == 10:
+            if model["mla"]["qk_nope_head_dim"] in (64, 128, 192):
+                return _FLASHINFER_MLA
+            return _CUTLASS_MLA
+        return _TRITON_MLA
+    if sm // 10 == 10:
+        return _FLASHINFER
+    if kv_dtype == "fp8_e5m2" or (quantized and sm // 10 != 9):
+        return _FLASHINFER  # FlashAttention takes fp8 (e4m3) KV only as FA3 on Hopper
+    if model["sinks"] and sm // 10 != 9:
+        return _TRITON_ATTN  # FA2 has no attention sinks
+    return _FLASH_ATTN
+
+
+class _Spec:
+    """One layer's KV cache spec (the fields vLLM compares when grouping)."""
+
+    __slots__ = ("kind", "block_size", "num_kv_heads", "head_size", "head_size_v",
+                 "dtype_bytes", "window", "page_padded", "state_bytes", "mamba_pages",
+                 "stride_base")
+
+    def __init__(self, kind, block_size, num_kv_heads=0, head_size=0, head_size_v=0,
+                 dtype_bytes=0, window=None, page_padded=None, state_bytes=0, mamba_pages=0,
+                 stride_base=None):
+        self.kind, self.block_size = kind, block_size
+        self.num_kv_heads, self.head_size, self.head_size_v = num_kv_heads, head_size, head_size_v
+        self.dtype_bytes, self.window, self.page_padded = dtype_bytes, window, page_padded
+        self.state_bytes, self.mamba_pages, self.stride_base = state_bytes, mamba_pages, stride_base
+
+    def key(self):
+        return (self.kind, self.block_size, self.num_kv_heads, self.head_size, self.head_size_v,
+                self.dtype_bytes, self.window, self.page_padded, self.state_bytes,
+                self.mamba_pages, self.stride_base)
+
+    def replaced(self, **changes):
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return _Spec(**fields)
+
+    @property
+    def per_token_bytes(self):
+        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    def unpadded_page(self, block_size=None):
+        if self.kind == "mamba":
+            return self.state_bytes
+        return (self.block_size if block_size is None else block_size) * self.per_token_bytes
+
+    @property
+    def page_size(self):
+        return self.page_padded if self.page_padded is not None else self.unpadded_page()
+
+    def block_stride(self):
+        """kv_cache_planning._get_layer_block_stride: the page rounded to its alignment."""
+        if self.stride_base is None:
+            return self.page_size
+        kernel_block = math.gcd(self.stride_base, self.block_size)
+        if kernel_block == self.block_size:
+            return self.page_size
+        return round_up(self.page_size, self.unpadded_page(kernel_block))
+
+    def pages_per_request(self, max_model_len, in_flight_tokens):
+        """cdiv(max_memory_usage_bytes, page_size_bytes) for this spec."""
+        if self.kind == "mamba":
+            return self.mamba_pages
+        if self.kind == "sliding":
+            tokens = min(self.window - 1 + in_flight_tokens, max_model_len)
+            return _cdiv(tokens, self.block_size) + 1
+        return _cdiv(max_model_len, self.block_size)
+
+
+class _Group:
+    __slots__ = ("spec", "layer_specs")
+
+    def __init__(self, spec, layer_specs):
+        self.spec, self.layer_specs = spec, layer_specs
+
+    def bytes_per_block(self):
+        return sum(spec.block_stride() for spec in self.layer_specs)
+
+    def pages_per_request(self, max_model_len, in_flight_tokens, uniform_type=False):
+        if uniform_type:  # UniformTypeKVCacheSpecs: the widest layer sets the worker's need
+            return max(spec.pages_per_request(max_model_len, in_flight_tokens)
+                       for spec in self.layer_specs)
+        return self.spec.pages_per_request(max_model_len, in_flight_tokens)
+
+
+class _Plan:
+    """The grouped specs of one seat: everything that does not depend on the budget."""
+
+    def __init__(self, groups, uniform_type, in_flight_tokens, block_size, has_mamba,
+                 per_token_kv_bytes):
+        self.groups, self.uniform_type = groups, uniform_type
+        self.in_flight_tokens, self.block_size = in_flight_tokens, block_size
+        self.has_mamba, self.per_token_kv_bytes = has_mamba, per_token_kv_bytes
+        self.bytes_per_block = max(group.bytes_per_block() for group in groups)
+
+    def pages_per_request(self, max_model_len, for_capacity=False):
+        # The capacity line reads the scheduler's config, where a UniformTypeKVCacheSpecs group
+        # is replaced by its first layer's spec; the admission check reads the worker's.
+        uniform = self.uniform_type and not for_capacity
+        return sum(group.pages_per_request(max_model_len, self.in_flight_tokens, uniform)
+                   for group in self.groups)
+
+    def fits(self, max_model_len, check_memory):
+        return self.bytes_per_block * self.pages_per_request(max_model_len) <= check_memory
+
+    def estimate_max_model_len(self, check_memory, upper):
+        """kv_cache_planning._estimate_max_model_len_from_groups (binary search over [1, L])."""
+        if not self.fits(1, check_memory):
+            return 0
+        left, right, result = 1, upper, 1
+        while left <= right:
+            middle = (left + right) // 2
+            if self.fits(middle, check_memory):
+                result, left = middle, middle + 1
+            else:
+                right = middle - 1
+        return result
+
+
+def _group_hybrid(specs):
+    """unify_kv_cache_spec_page_size + _get_kv_cache_groups_uniform_page_size."""
+    largest = max(spec.page_size for spec in specs)
+    unified = []
+    for spec in specs:
+        page = spec.page_size
+        if page == largest:
+            unified.append(spec)
+        elif spec.kind == "mamba":
+            unified.append(spec.replaced(page_padded=largest))
+        elif largest % page == 0:
+            unified.append(spec.replaced(block_size=spec.block_size * (largest // page)))
+        elif spec.kind != "mla":
+            unified.append(spec.replaced(page_padded=largest))
+        else:
+            raise KVSizingError("this model mixes MLA layers with layers whose page size does "
+                                "not divide the MLA page (vLLM cannot unify them)")
+    buckets = {}
+    for spec in unified:
+        buckets.setdefault(spec.key(), []).append(spec)
+    sizes = [len(layers) for layers in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < group_size * 1.5:
+        group_size = max(sizes)
+    groups = []
+    for layers in buckets.values():
+        num_groups = _cdiv(len(layers), group_size)
+        for index in range(num_groups):
+            members = layers[index::num_groups]
+            groups.append(_Group(members[0], members))
+    return groups
+
+
+def _group(specs):
+    """get_kv_cache_groups for the default LBNHC layout; returns (groups, uniform_type)."""
+    first = specs[0]
+    same_key = {spec.key() for spec in specs}
+    if len(same_key) == 1:
+        return [_Group(first, specs)], False
+    if len({spec.block_size for spec in specs}) == 1:
+        if first.kind in ("full", "mla"):
+            uniform = all(spec.kind in ("full", "mla") for spec in specs)
+        elif first.kind == "sliding":
+            uniform = all(spec.kind == "sliding" and spec.window == first.window
+                          for spec in specs)
+        else:
+            uniform = all(spec.kind == "mamba" and spec.page_size == first.page_size
+                          and spec.mamba_pages == first.mamba_pages for spec in specs)
+        if uniform:
+            return [_Group(first, specs)], True
+    return _group_hybrid(specs), False
+
+
+class _Options:
+    """Validated options, with vLLM's defaults resolved for the chosen GPU."""
+
+    def __init__(self, model, max_model_len, seat, kv_cache_dtype="auto", tensor_parallel_size=1,
+                 block_size=None, enable_prefix_caching=True, max_num_batched_tokens=None,
+                 max_num_seqs=None, gpu=DEFAULT_GPU, num_speculative_tokens=0,
+                 enforce_eager=False, mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
+                 disable_hybrid_kv_cache_manager=False, allow_long_max_model_len=False):
+        self.seat = seat
+        if gpu not in GPU_PROFILES:
+            raise self.error("gpu", "one of %s" % ", ".join(sorted(GPU_PROFILES)), gpu)
+        self.gpu, self.sm = gpu, GPU_PROFILES[gpu]["sm"]
+        if kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise self.error("kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES),
+                             kv_cache_dtype)
+        for name, value in (("mamba_cache_dtype", mamba_cache_dtype),
+                            ("mamba_ssm_cache_dtype", mamba_ssm_cache_dtype)):
+            if value not in MAMBA_DTYPES:
+                raise self.error(name, "one of %s" % ", ".join(MAMBA_DTYPES), value)
+        self.tp = self.positive_int("tensor_parallel_size", tensor_parallel_size)
+        self.user_block_size = None if block_size is None \
+            else self.positive_int("block_size", block_size)
+        self.num_spec = self.positive_int("num_speculative_tokens", num_speculative_tokens, 0)
+        for name, value in (("enable_prefix_caching", enable_prefix_caching),
+                            ("enforce_eager", enforce_eager),
+                            ("disable_hybrid_kv_cache_manager", disable_hybrid_kv_cache_manager),
+                            ("allow_long_max_model_len", allow_long_max_model_len)):
+            if not isinstance(value, bool):
+                raise self.error(name, "true or false", value)
+        self.prefix_caching, self.enforce_eager = enable_prefix_caching, enforce_eager
+        self.disable_hma, self.allow_long = disable_hybrid_kv_cache_manager, allow_long_max_model_len
+        self.mamba_cache_dtype, self.mamba_ssm_cache_dtype = mamba_cache_dtype, mamba_ssm_cache_dtype
+        self.kv_cache_dtype = kv_cache_dtype if kv_cache_dtype != "auto" \
+            else (model["checkpoint_kv_cache_dtype"] or "auto")
+        self.model_dtype_bytes = _DTYPE_BYTES[model["dtype"]]
+        self.kv_bytes = 1 if self.kv_cache_dtype.startswith("fp8") else (
+            2 if self.kv_cache_dtype in ("bfloat16", "float16") else self.model_dtype_bytes)
+        self._batch_defaults(max_model_len, max_num_batched_tokens, max_num_seqs)
+
+    def error(self, name, expected, got):
+        return KVSizingError("%s%s: expected %s, got %r" % (_prefix(self.seat), name, expected, got))
+
+    def positive_int(self, name, value, minimum=1):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.error(name, "an integer >= %d" % minimum, value)
+        return value
+
+    def _batch_defaults(self, max_model_len, max_num_batched_tokens, max_num_seqs):
+        """EngineArgs.get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args
+        for ``vllm serve`` (OPENAI_API_SERVER usage context)."""
+        profile = GPU_PROFILES[self.gpu]
+        if profile["memory_gib"] >= 160:
+            default_tokens, default_seqs = 16384, 1024
+        elif profile["memory_gib"] >= 70 and "a100" not in profile["name"].lower():
+            default_tokens, default_seqs = 8192, 1024
+        else:
+            default_tokens, default_seqs = 2048, 256
+        seqs = default_seqs if max_num_seqs is None \
+            else self.positive_int("max_num_seqs", max_num_seqs)
+        if max_num_batched_tokens is None:
+            tokens = min(seqs * max_model_len, default_tokens)
+        else:
+            tokens = self.positive_int("max_num_batched_tokens", max_num_batched_tokens)
+        if max_num_seqs is None:
+            seqs = min(seqs, tokens)
+        self.max_num_batched_tokens, self.max_num_seqs = tokens, seqs
+
+
+def _check_tensor_parallel(model, options):
+    """The divisibility vLLM asserts when it builds the layers for tensor_parallel_size."""
+    tp = options.tp
+    heads = model["num_attention_heads"]
+    if heads % tp:
+        raise options.error("tensor_parallel_size", "a divisor of the model's %d attention heads"
+                            % heads, tp)
+    for layer in model["layers"]:
+        kv_heads = layer.get("num_kv_heads")
+        if layer["kind"] in ("full_attention", "sliding_attention") and kv_heads and (
+                kv_heads % tp if kv_heads >= tp else tp % kv_heads):
+            raise options.error("tensor_parallel_size", "a divisor or multiple of the model's "
+                                "%d KV heads" % kv_heads, tp)
+    linear = model["linear_attention"]
+    if linear:
+        conv_dim = (2 * linear["num_key_heads"] * linear["key_head_dim"]
+                    + linear["num_value_heads"] * linear["value_head_dim"])
+        if conv_dim % tp or linear["num_value_heads"] % tp:
+            raise options.error("tensor_parallel_size", "a divisor of the linear-attention "
+                                "value heads (%d) and conv width (%d)"
+                                % (linear["num_value_heads"], conv_dim), tp)
+
+
+def _gdn_checkpoint_alignment(model, options):
+    """qwen_gdn_linear_attn._resolve_gdn_prefill_backend: FlashInfer's GDN prefill (SM90, or
+    SM100/SM120 with 128-wide keys on CUDA 13, which vLLM 0.33's cu13 wheel is) checkpoints
+    mid-prefill states every 64 tokens (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)."""
+    if not options.prefix_caching:
+        return None
+    family = options.sm // 10
+    if family == 9 or (family in (10, 12) and model["linear_attention"]["key_head_dim"] == 128):
+        return 64
+    return None
+
+
+def _mamba_state_bytes(model, options):
+    """MambaStateShapeCalculator.gated_delta_net_state_shape + gated_delta_net_state_dtype."""
+    linear, tp = model["linear_attention"], options.tp
+    conv_dim = (2 * linear["num_key_heads"] * linear["key_head_dim"]
+                + linear["num_value_heads"] * linear["value_head_dim"]) // tp
+    conv_bytes = options.model_dtype_bytes if options.mamba_cache_dtype == "auto" \
+        else _DTYPE_BYTES[options.mamba_cache_dtype]
+    ssm_dtype = options.mamba_ssm_cache_dtype
+    if ssm_dtype == "auto" and model["mamba_ssm_dtype"]:
+        ssm_dtype = model["mamba_ssm_dtype"]  # Qwen3.5: the config's mamba_ssm_dtype
+    ssm_bytes = conv_bytes if ssm_dtype == "auto" else _DTYPE_BYTES[ssm_dtype]
+    conv = (linear["conv_kernel"] - 1 + options.num_spec) * conv_dim * conv_bytes
+    ssm = (linear["num_value_heads"] // tp) * linear["value_head_dim"] \
+        * linear["key_head_dim"] * ssm_bytes
+    return conv + ssm
+
+
+def _block_size(model, options, backend, attn_per_token):
+    """Platform.update_block_size_for_backend: phase 1 (backend preference unless --block-size)
+    and phase 2 (_align_hybrid_block_size for Mamba hybrids). Returns (block size, mamba page
+    padding or None, mamba state bytes)."""
+    block_size = options.user_block_size or backend.preferred_block_size(16)
+    if block_size % min(backend.bases()):
+        raise options.error("block_size", "a multiple of %d (the %s backend's kernel block)"
+                            % (min(backend.bases()), backend.name), block_size)
+    if model["attention"] != "gated_delta_net":
+        return block_size, None, 0
+    state_bytes = _mamba_state_bytes(model, options)
+    kernel_block = min(backend.bases())
+    # Attention blocks must hold the whole Mamba state per page, start on a kernel block and,
+    # in align mode, on a prefill checkpoint boundary.
+    alignment = math.lcm(max(kernel_block, block_size),
+                         _gdn_checkpoint_alignment(model, options) or 1)
+    attn_block = alignment * _cdiv(state_bytes, alignment * attn_per_token)
+    attn_block = kernel_block * _cdiv(attn_block, kernel_block)
+    block_size = max(block_size, attn_block)
+    padded = block_size * attn_per_token
+    return block_size, (padded if padded != state_bytes else None), state_bytes
+
+
+def _layer_specs(model, options, max_model_len):
+    """One spec per layer that owns a cache, as the model's attention layers report them."""
+    if options.num_spec and model["attention"] != "gated_delta_net":
+        raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
+                            "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
+    backend = _attention_backend(options.sm, model, options.kv_cache_dtype)
+    stride_base = backend.stride_alignment_base()
+    attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]
+    reference = attention[0]
+    kv_heads_rank = 1 if model["mla"] else max(1, reference["num_kv_heads"] // options.tp)
+    attn_per_token = kv_heads_rank * (reference["head_size"] + reference["head_size_v"]) \
+        * options.kv_bytes
+    block_size, mamba_padded, state_bytes = _block_size(model, options, backend, attn_per_token)
+    gdn_alignment = _gdn_checkpoint_alignment(model, options) if state_bytes else None
+    mamba_pages = (2 + options.num_spec + (1 if gdn_alignment else 0)) \
+        if options.prefix_caching else 1 + options.num_spec
+    specs = []
+    layers = list(model["layers"])
+    if options.num_spec:  # MTP drafter layers: full attention, same geometry as the target's
+        layers += [dict(reference, draft=True)] * model["mtp_layers"]
+    for layer in layers:
+        if "kv_shared_with" in layer:
+            continue  # attn_utils.get_kv_cache_spec: KV-sharing layers own no cache
+        if layer["kind"] == "linear_attention":
+            specs.append(_Spec("mamba", block_size if options.prefix_caching else max_model_len,
+                               page_padded=mamba_padded, state_bytes=state_bytes,
+                               mamba_pages=mamba_pages))
+            continue
+        kv_heads = 1 if layer["kind"] == "mla" else max(1, layer["num_kv_heads"] // options.tp)
+        spec = _Spec("mla" if layer["kind"] == "mla" else "full", block_size, kv_heads,
+                     layer["head_size"], layer["head_size_v"], options.kv_bytes,
+                     stride_base=stride_base)
+        if layer["sliding_window"]:
+            sliding_block = backend.largest_block_within(
+                spec.per_token_bytes, spec.per_token_bytes * block_size, block_size)
+            spec = spec.replaced(kind="sliding", block_size=sliding_block,
+                                 window=layer["sliding_window"])
+        specs.append(spec)
+    if options.disable_hma or model["chunked_local_attention"]:
+        specs = _promote_sliding(specs, model, options)
+    return specs, block_size, backend
+
+
+def _promote_sliding(specs, model, options):
+    """unify_hybrid_kv_cache_specs: with the hybrid manager off, sliding layers are allocated
+    as full attention (same page, the full layers' block size)."""
+    if any(spec.kind == "mamba" for spec in specs):
+        raise options.error("disable_hybrid_kv_cache_manager", "false for a hybrid Mamba "
+                            "model (vLLM cannot promote its layers to one type)", True)
+    if not any(spec.kind == "sliding" for spec in specs) or \
+            not any(spec.kind in ("full", "mla") for spec in specs):
+        return specs
+    full_blocks = {spec.block_size for spec in specs if spec.kind in ("full", "mla")}
+    block = full_blocks.pop() if len(full_blocks) == 1 else None
+    return [spec.replaced(kind="full", block_size=block or spec.block_size, window=spec.window)
+            if spec.kind == "sliding" else spec for spec in specs]
+
+
+def _resolve_max_model_len(model, max_model_len, seat):
+    if max_model_len in ("published", "auto"):
+        if model["published_max_model_len"] is None:
+            raise KVSizingError("%smax_model_len: the config names no context window "
+                                "(max_position_embeddings), so %r cannot be resolved"
+                                % (_prefix(seat), max_model_len))
+        return model["published_max_model_len"] if max_model_len == "published" \
+            else model["derived_max_model_len"]
+    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
+        raise KVSizingError("%smax_model_len: expected a positive integer, \"published\" or "
+                            "\"auto\", got %r" % (_prefix(seat), max_model_len))
+    return max_model_len
+
+
+def _long_len_error(model, max_model_len, options):
+    """config/model.py _get_and_verify_max_len: a length beyond the config's window fails the
+    boot unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+    derived = model["derived_max_model_len"]
+    if options.allow_long or max_model_len <= derived:
+        return None
+    shown = repr(float(derived)) if "gemma3" not in model["model_type"] else str(derived)
+    return ("User-specified max_model_len (%d) is greater than the derived max_model_len "
+            "(%s=%s or model_max_length=None in model's config.json). To allow overriding this "
+            "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. %s"
+            % (max_model_len, model["max_len_key"], shown, _LONG_LEN_WARNING))
+
+
+def _describe(config, seat):
+    try:
+        return describe_model(config, seat=seat)
+    except ModelConfigError:
+        raise
+    except (TypeError, AttributeError, KeyError) as exc:  # a shape no field check caught
+        raise ModelConfigError("%smodel config: unexpected structure (%s: %s)"
+                               % (_prefix(seat), type(exc).__name__, exc)) from None
+
+
+def _prepare(config, max_model_len, seat, options):
+    described = isinstance(config, dict) and "derived_max_model_len" in config
+    model = config if described else _describe(config, seat)
+    requested_len = max_model_len
+    max_model_len = _resolve_max_model_len(model, max_model_len, seat)
+    opts = _Options(model, max_model_len, seat, **options)
+    _check_tensor_parallel(model, opts)
+    specs, block_size, backend = _layer_specs(model, opts, max_model_len)
+    if not specs:
+        raise KVSizingError("%sthe model has no layer that holds a KV cache" % _prefix(seat))
+    groups, uniform_type = _group(specs)
+    per_token = sum(spec.per_token_bytes for spec in specs if spec.kind != "mamba")
+    plan = _Plan(groups, uniform_type, 2 * opts.max_num_batched_tokens,
+                 min(group.spec.block_size for group in groups),
+                 any(spec.kind == "mamba" for spec in specs), per_token)
+    return model, opts, plan, backend, requested_len, max_model_len
+
+
+def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
+    errors = []
+    long_error = _long_len_error(model, max_model_len, opts)
+    if long_error:
+        errors.append(long_error)
+    check_memory = budget - plan.bytes_per_block
+    estimated = None
+    if requested_len == "auto" and not long_error:
+        fitted = plan.estimate_max_model_len(check_memory, max_model_len) \
+            if check_memory > 0 else 0
+        if fitted <= 0:
+            errors.append("Cannot auto-fit max_model_len: not enough GPU memory available to "
+                          "serve even a single token. Try increasing `gpu_memory_utilization`.")
+        else:
+            max_model_len = min(max_model_len, fitted)
+    if check_memory <= 0:
+        errors.append(_NO_MEMORY_ERROR)
+    else:
+        needed = plan.bytes_per_block * plan.pages_per_request(max_model_len)
+        if needed > check_memory:
+            estimated = plan.estimate_max_model_len(check_memory, max_model_len)
+            hint = ("Based on the available memory, the estimated maximum model length is %d. "
+                    % estimated) if estimated > 0 else ""
+            errors.append(
+                "To serve at least one request with the model's max seq len (%d), (%s GiB KV "
+                "cache is needed, which is larger than the available KV cache memory (%s GiB). "
+                "%sTry increasing `gpu_memory_utilization` (which also controls CPU memory on "
+                "the CPU backend) or decreasing `max_model_len` when initializing the engine. "
+                "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+                "details." % (max_model_len, format_gib(needed), format_gib(check_memory), hint))
+    num_blocks = budget // plan.bytes_per_block
+    pages = plan.pages_per_request(max_model_len, for_capacity=True)
+    concurrency = num_blocks / pages
+    tokens = int(concurrency * max_model_len)
+    capacity_line = ("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per "
+                     "request: {:.2f}x".format(tokens, max_model_len, concurrency))
+    if not errors and plan.has_mamba and not opts.enforce_eager \
+            and opts.max_num_seqs > num_blocks:
+        errors.append(
+            "max_num_seqs (%d) exceeds available Mamba cache blocks (%d). Each decode sequence "
+            "requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower "
+            "max_num_seqs to at most %d or increase gpu_memory_utilization."
+            % (opts.max_num_seqs, num_blocks, num_blocks))
+    return {
+        "kv_cache_memory_bytes": budget,
+        "block_size": plan.block_size,
+        "bytes_per_block": plan.bytes_per_block,
+        "num_blocks": num_blocks,
+        "kv_cache_tokens": tokens,
+        "max_concurrency": float("%.2f" % concurrency),
+        "max_concurrency_exact": concurrency,
+        "boot_ok": not errors,
+        "boot_error": errors[0] if errors else None,
+        "per_token_kv_bytes": plan.per_token_kv_bytes,
+        "groups": [_group_summary(group, max_model_len, plan) for group in plan.groups],
+        "vllm_args": ["--kv-cache-memory-bytes", str(budget), "--max-model-len",
+                      str(max_model_len)],
+        "max_model_len": max_model_len,
+        "published_max_model_len": model["published_max_model_len"],
+        "blocks_per_request": pages,
+        "capacity_line": capacity_line,
+        "estimated_max_model_len": estimated,
+        "kv_cache_dtype": opts.kv_cache_dtype,
+        "tensor_parallel_size": opts.tp,
+        "attention_backend": backend.name,
+        "gpu": opts.gpu,
+        "max_num_batched_tokens": opts.max_num_batched_tokens,
+        "max_num_seqs": opts.max_num_seqs,
+    }
+
+
+def _group_summary(group, max_model_len, plan):
+    kind = {"full": "full_attention", "mla": "mla", "sliding": "sliding_window",
+            "mamba": "mamba"}[group.spec.kind]
+    summary = {"kind": kind, "layers": len(group.layer_specs),
+               "block_size": group.spec.block_size, "page_size_bytes": group.spec.page_size,
+               "pages_per_request": group.spec.pages_per_request(max_model_len,
+                                                                 plan.in_flight_tokens)}
+    if group.spec.window:
+        summary["sliding_window"] = group.spec.window
+    return summary
+
+
+def _budget(value, seat, name="kv_cache_memory_bytes"):
+    try:
+        return to_bytes(value, "%s%s" % (_prefix(seat), name))
+    except SizeError as exc:
+        raise KVSizingError(str(exc)) from None
+
+
+def evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=None, **options):
+    """What vLLM 0.33 does with this per-GPU budget: blocks, tokens, concurrency, boot verdict.
+
+    ``config`` is a config.json dict (or describe_model's result); ``max_model_len`` an int,
+    ``"published"`` or ``"auto"`` (vLLM's auto-fit); the budget an int or a size string.
+    ``options``: kv_cache_dtype, tensor_parallel_size, block_size, enable_prefix_caching,
+    max_num_batched_tokens, max_num_seqs (None = vLLM's default for ``gpu``), gpu,
+    num_speculative_tokens (MTP), enforce_eager, mamba_cache_dtype, mamba_ssm_cache_dtype,
+    disable_hybrid_kv_cache_manager, allow_long_max_model_len.
+    """
+    budget = _budget(kv_cache_memory_bytes, seat)
+    model, opts, plan, backend, requested, length = _prepare(config, max_model_len, seat, options)
+    return _result(model, opts, plan, backend, budget, requested, length)
+
+
+def _blocks_for_factor(kv_factor, pages):
+    """The fewest blocks whose vLLM concurrency (blocks / pages, a float) reaches kv_factor."""
+    blocks = max(1, math.ceil(kv_factor * pages))
+    while blocks / pages < kv_factor:
+        blocks += 1
+    while blocks > 1 and (blocks - 1) / pages >= kv_factor:
+        blocks -= 1
+    return blocks
+
+
+def size_kv_budget(config, max_model_len, kv_factor=1.25, kv_round_to=DEFAULT_KV_ROUND_TO,
+                   seat=None, **options):
+    """The sizing rule: the smallest per-GPU budget that boots and whose maximum concurrency at
+    ``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.
+
+    Returns evaluate_kv_budget's dict for that budget, plus ``kv_factor``, ``kv_round_to`` and
+    ``min_kv_cache_memory_bytes`` (the unrounded minimum).
+    """
+    if isinstance(kv_factor, bool) or not isinstance(kv_factor, (int, float)) or kv_factor <= 0:
+        raise KVSizingError("%skv_factor: expected a positive number, got %r"
+                            % (_prefix(seat), kv_factor))
+    round_to = _budget(kv_round_to, seat, "kv_round_to")
+    if round_to < 1:
+        raise KVSizingError("%skv_round_to: expected a positive size, got %r"
+                            % (_prefix(seat), kv_round_to))
+    if max_model_len == "auto":
+        raise KVSizingError("%smax_model_len: \"auto\" fits the length to a given budget; to "
+                            "size a budget give a length or \"published\"" % _prefix(seat))
+    model, opts, plan, backend, requested, length = _prepare(config, max_model_len, seat, options)
+    long_error = _long_len_error(model, length, opts)
+    if long_error:
+        raise KVSizingError("%smax_model_len: %s" % (_prefix(seat), long_error))
+    pages = plan.pages_per_request(length)
+    blocks = max(pages + 1,  # the admission check keeps one null block back
+                 _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)))
+    if plan.has_mamba and not opts.enforce_eager:
+        blocks = max(blocks, opts.max_num_seqs)
+    minimum = blocks * plan.bytes_per_block
+    result = _result(model, opts, plan, backend, round_up(minimum, round_to), requested, length)
+    result.update(kv_factor=kv_factor, kv_round_to=round_to, min_kv_cache_memory_bytes=minimum)
+    return result
