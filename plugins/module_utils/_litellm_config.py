@@ -1,0 +1,326 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Audit where a LiteLLM ``config.yaml`` sends traffic, and repoint what moved.
+
+Every ``model_list[].litellm_params.api_base`` and every
+``general_settings.pass_through_endpoints[].target`` must name a seat's host and port. After a
+seat moves, an api_base-only substitution leaves pass-through targets dead (seed 002), so both
+are audited, and a moved address is rewritten in place: only the characters of ``host:port``
+inside the scalar change, so comments, quoting and layout survive byte for byte.
+
+Standard library only. The caller passes a YAML *composer* (``yaml.compose`` with PyYAML's
+pure-Python SafeLoader): its nodes carry the character offsets the targeted edits need. Nodes
+are read by duck typing (``id``, ``value``, ``start_mark``, ``end_mark``).
+"""
+
+from __future__ import annotations
+
+import re
+
+# A LiteLLM secret reference: resolved from the gateway's environment at start-up.
+ENV_REFERENCE = "os.environ/"
+_URL_RE = re.compile(r"^(?P<scheme>https?)://(?P<authority>(?P<host>\[[^\]]+\]|[^/:?#\s]+)"
+                     r"(?::(?P<port>\d+))?)(?P<rest>[/?#].*)?$")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+OK = "ok"                   # a seat's current address, serving the route's model
+MOVED = "moved"             # a seat's previous address: repoint it to where the seat is now
+WRONG_SEAT = "wrong_seat"   # a seat's address, but that seat does not serve the route's model
+UNKNOWN = "unknown"         # no seat, now or before, has this address
+EXTERNAL = "external"       # an allowed non-seat host (external_hosts)
+UNRESOLVED = "unresolved"   # os.environ/... or not a URL: cannot be checked from the file
+PROBLEMS = (MOVED, WRONG_SEAT, UNKNOWN)
+
+
+class RouteAuditError(ValueError):
+    """Input that cannot be audited; the message names the seat or file and the field."""
+
+
+def normalize_seats(seats):
+    """Validate ``seats`` ({name, host, port, served_model_names, previous_host,
+    previous_port}); returns new dicts with hosts lower-cased and previous_* filled in."""
+    if not isinstance(seats, list) or not seats:
+        raise RouteAuditError("seats: expected a non-empty list of {name, host, port}")
+    normalized, names, addresses = [], set(), {}
+    for index, seat in enumerate(seats):
+        if not isinstance(seat, dict):
+            raise RouteAuditError("seats[%d]: expected a dict with name, host and port, got %r"
+                                  % (index, seat))
+        name = seat.get("name")
+        if not isinstance(name, str) or not name:
+            raise RouteAuditError("seats[%d].name: expected the seat's name, got %r" % (index, name))
+        if name in names:
+            raise RouteAuditError("seats[%d] (%s): the name is listed twice" % (index, name))
+        names.add(name)
+        host = _host(seat.get("host"), "seat %s: host" % name)
+        port = _port(seat.get("port"), "seat %s: port" % name)
+        served = seat.get("served_model_names") or []
+        if isinstance(served, str) or not isinstance(served, list) or \
+                not all(isinstance(item, str) and item for item in served):
+            raise RouteAuditError("seat %s: served_model_names: expected a list of names, got %r"
+                                  % (name, served))
+        address = (host, port)
+        if address in addresses:
+            raise RouteAuditError("seat %s: %s:%d is also seat %s's address"
+                                  % (name, host, port, addresses[address]))
+        addresses[address] = name
+        previous_host = seat.get("previous_host")
+        previous_port = seat.get("previous_port")
+        normalized.append({
+            "name": name, "host": host, "port": port, "served_model_names": list(served),
+            "previous_host": host if previous_host is None
+            else _host(previous_host, "seat %s: previous_host" % name),
+            "previous_port": port if previous_port is None
+            else _port(previous_port, "seat %s: previous_port" % name),
+        })
+    return normalized
+
+
+def _host(value, what):
+    if not isinstance(value, str) or not value.strip() or re.search(r"[\s/]", value.strip()):
+        raise RouteAuditError("%s: expected a host name or address as the gateway writes it,"
+                              " got %r" % (what, value))
+    return value.strip().lower()
+
+
+def _port(value, what):
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise RouteAuditError("%s: expected a TCP port (1-65535), got %r" % (what, value))
+    return value
+
+
+def split_url(url):
+    """``http://h:8016/v1`` -> dict(scheme, host, port, authority, explicit_port), else None."""
+    match = _URL_RE.match(url.strip()) if isinstance(url, str) else None
+    if not match:
+        return None
+    port = match.group("port")
+    return {"scheme": match.group("scheme"), "host": match.group("host").lower(),
+            "port": int(port) if port else DEFAULT_PORTS[match.group("scheme")],
+            "authority": match.group("authority"), "explicit_port": port is not None}
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the file
+# ---------------------------------------------------------------------------------------------
+
+def _child(node, key):
+    if node is None or node.id != "mapping":
+        return None
+    for key_node, value_node in node.value:
+        if key_node.id == "scalar" and key_node.value == key:
+            return value_node
+    return None
+
+
+def _scalar(node):
+    return node.value if node is not None and node.id == "scalar" else None
+
+
+def find_targets(text, compose, path="config.yaml"):
+    """Every api_base and pass-through target in the file, with its position in ``text``."""
+    try:
+        root = compose(text)
+    except Exception as exc:  # the composer's own error types: report them, never a traceback
+        raise RouteAuditError("%s: not readable as YAML: %s" % (path, _one_line(exc))) from None
+    if root is None:
+        return []
+    if root.id != "mapping":
+        raise RouteAuditError("%s: expected a LiteLLM config (a mapping with model_list),"
+                              " got a YAML %s" % (path, root.id))
+    targets = []
+    model_list = _child(root, "model_list")
+    for index, entry in enumerate(_items(model_list, path, "model_list")):
+        params = _child(entry, "litellm_params")
+        node = _child(params, "api_base")
+        if node is None:
+            continue  # a cloud route: no seat behind it
+        targets.append(_target(node, "api_base", "model_list[%d]" % index,
+                               route=_scalar(_child(entry, "model_name")),
+                               model=_scalar(_child(params, "model"))))
+    general = _child(root, "general_settings")
+    endpoints = _child(general, "pass_through_endpoints")
+    for index, entry in enumerate(_items(endpoints, path,
+                                         "general_settings.pass_through_endpoints")):
+        node = _child(entry, "target")
+        if node is None:
+            continue
+        targets.append(_target(node, "pass_through", "pass_through_endpoints[%d]" % index,
+                               route=_scalar(_child(entry, "path")), model=None))
+    return targets
+
+
+def _items(node, path, what):
+    if node is None or (node.id == "scalar" and node.value in ("", "~", "null")):
+        return []
+    if node.id != "sequence":
+        raise RouteAuditError("%s: %s: expected a list, got a YAML %s" % (path, what, node.id))
+    return node.value
+
+
+def _target(node, kind, where, route, model):
+    value = _scalar(node)
+    return {"kind": kind, "where": where, "route": route, "model": model, "target": value,
+            "line": node.start_mark.line + 1,
+            "span": (node.start_mark.index, node.end_mark.index) if value is not None else None}
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+# ---------------------------------------------------------------------------------------------
+
+def served_name(model):
+    """``hosted_vllm/char-rp-thinking`` -> ``char-rp-thinking`` (the provider prefix goes)."""
+    if not isinstance(model, str) or not model:
+        return None
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+def judge(target, seats, external_hosts=()):
+    """Add ``status``, ``seat``, ``new_target`` and ``detail`` to one target from find_targets."""
+    finding = dict(target, status=None, seat=None, new_target=None, detail="")
+    finding.pop("span", None)
+    value = target["target"]
+    address = split_url(value)
+    if address is None:
+        finding["status"] = UNRESOLVED
+        finding["detail"] = ("resolved from the gateway's environment; not checked"
+                             if isinstance(value, str) and value.startswith(ENV_REFERENCE)
+                             else "not an http(s) URL: %r" % (value,))
+        return finding
+    here = (address["host"], address["port"])
+    seat_here = next((seat for seat in seats if (seat["host"], seat["port"]) == here), None)
+    moved_away = [seat for seat in seats if seat is not seat_here
+                  and (seat["previous_host"], seat["previous_port"]) == here]
+    name = served_name(target["model"]) if target["kind"] == "api_base" else None
+    serving = [seat for seat in seats if name in seat["served_model_names"]] if name else []
+    # A route that names its model can only mean a seat that serves it (or lists no names).
+    moved_away = [seat for seat in moved_away if _may_serve(seat, name)]
+    if seat_here is not None and _may_serve(seat_here, name):
+        return _found(finding, OK, seat_here, "seat %s" % seat_here["name"])
+    if moved_away:
+        return _moved(finding, moved_away, address)
+    if seat_here is not None:
+        return _found(finding, WRONG_SEAT, seat_here, "seat %s at %s:%d does not serve %s%s"
+                      % (seat_here["name"], here[0], here[1], name,
+                         ";" + _served_by(serving) if serving else ""))
+    if address["host"] in external_hosts:
+        return _found(finding, EXTERNAL, None, "external host %s" % address["host"])
+    return _found(finding, UNKNOWN, None, "no seat at %s:%d%s"
+                  % (here[0], here[1], ";" + _served_by(serving) if serving else ""))
+
+
+def _may_serve(seat, name):
+    return name is None or not seat["served_model_names"] or name in seat["served_model_names"]
+
+
+def _served_by(serving):
+    return " it is served by %s" % ", ".join(
+        "seat %s at %s:%d" % (seat["name"], seat["host"], seat["port"]) for seat in serving)
+
+
+def _found(finding, status, seat, detail):
+    finding.update(status=status, seat=seat["name"] if seat else None, detail=detail)
+    return finding
+
+
+def _moved(finding, candidates, address):
+    if len(candidates) > 1:
+        return _found(finding, UNKNOWN, None, "seats %s all moved away from %s:%d; cannot tell"
+                      " which one this is" % (", ".join(seat["name"] for seat in candidates),
+                                              address["host"], address["port"]))
+    seat = candidates[0]
+    finding["new_target"] = repoint(finding["target"], seat["host"], seat["port"])
+    return _found(finding, MOVED, seat, "seat %s moved from %s:%d to %s:%d"
+                  % (seat["name"], address["host"], address["port"], seat["host"], seat["port"]))
+
+
+def repoint(url, host, port):
+    """The same URL with only ``host:port`` replaced (path, query and scheme kept)."""
+    address = split_url(url)
+    keep_default = not address["explicit_port"] and port == DEFAULT_PORTS[address["scheme"]]
+    authority = host if keep_default else "%s:%d" % (host, port)
+    start = url.index(address["authority"])
+    return url[:start] + authority + url[start + len(address["authority"]):]
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit and the rewrite
+# ---------------------------------------------------------------------------------------------
+
+def audit(text, seats, compose, external_hosts=(), path="config.yaml"):
+    """Judge every target in ``text``; returns ``(findings, spans)``: spans[i] is the
+    character range of findings[i]'s scalar in ``text`` (None when not a plain string)."""
+    seats = normalize_seats(seats)
+    external = {host.lower() for host in external_hosts or ()}
+    targets = find_targets(text, compose, path)
+    return [judge(target, seats, external) for target in targets], \
+        [target["span"] for target in targets]
+
+
+def rewrite(text, findings, spans, compose, path="config.yaml"):
+    """Repoint every MOVED finding in place; returns ``(new_text, rewrites)``.
+
+    Only the ``host:port`` characters inside each scalar change. The result is composed again
+    and every rewritten target must read back as its new URL, or nothing is returned."""
+    edits = {}
+    for finding, span in zip(findings, spans):
+        if finding["status"] != MOVED or span is None:
+            continue
+        start, end = span
+        raw = text[start:end]
+        old_authority = split_url(finding["target"])["authority"]
+        new_authority = split_url(finding["new_target"])["authority"]
+        if raw.count(old_authority) != 1:
+            raise RouteAuditError("%s line %d (%s): cannot find %s once in %r to repoint it"
+                                  % (path, finding["line"], finding["where"], old_authority, raw))
+        edits[span] = (raw.replace(old_authority, new_authority), finding)
+    new_text, offset = text, 0
+    rewrites = []
+    for (start, end), (replacement, finding) in sorted(edits.items()):
+        new_text = new_text[:start + offset] + replacement + new_text[end + offset:]
+        offset += len(replacement) - (end - start)
+        rewrites.append({"where": finding["where"], "kind": finding["kind"],
+                         "route": finding["route"], "line": finding["line"],
+                         "old": finding["target"], "new": finding["new_target"]})
+    if rewrites:
+        _verify(new_text, rewrites, compose, path)
+    return new_text, rewrites
+
+
+def _verify(new_text, rewrites, compose, path):
+    read_back = {(target["kind"], target["where"]): target["target"]
+                 for target in find_targets(new_text, compose, path)}
+    for item in rewrites:
+        if read_back.get((item["kind"], item["where"])) != item["new"]:
+            raise RouteAuditError("%s line %d (%s): the rewrite would read back as %r, expected"
+                                  " %r; nothing was written"
+                                  % (path, item["line"], item["where"],
+                                     read_back.get((item["kind"], item["where"])), item["new"]))
+
+
+def problems_message(findings, path="config.yaml"):
+    """One line naming every target that does not point at the seat it should, or ''."""
+    bad = [finding for finding in findings if finding["status"] in PROBLEMS]
+    if not bad:
+        return ""
+    return "%s: %d gateway target(s) do not point at their seat: %s" % (
+        path, len(bad), "; ".join(
+            "line %d %s%s %s %s: %s%s" % (
+                finding["line"], finding["where"],
+                " (%s)" % finding["route"] if finding["route"] else "",
+                "api_base" if finding["kind"] == "api_base" else "target",
+                finding["target"], finding["status"],
+                " - %s" % finding["detail"] if finding["detail"] else "")
+            for finding in bad))

@@ -1,0 +1,322 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gateway_routes
+short_description: Audit a LiteLLM config's targets against the seats, and repoint moved ones
+version_added: 0.1.0
+description:
+  - Reads a LiteLLM C(config.yaml) and checks that every C(model_list[].litellm_params.api_base)
+    and every C(general_settings.pass_through_endpoints[].target) points at a seat (host and
+    port) in O(seats). After a move an C(api_base)-only substitution leaves pass-through targets
+    dead (seed 002), so both are audited.
+  - "Each target gets a status: V(ok) (a seat's address, and for an C(api_base) that seat serves
+    the route's model), V(moved) (a seat's previous address, see O(seats[].previous_host)),
+    V(wrong_seat) (a seat's address, but another model), V(unknown) (no seat has it),
+    V(external) (a host in O(external_hosts)) or V(unresolved) (an C(os.environ/) reference or
+    not a URL; reported, not judged)."
+  - With O(rewrite=true), V(moved) targets are repointed in place. Only the C(host:port)
+    characters of each value change, so comments, quoting and layout are kept; the result is
+    read back before it is written; the file is backed up first as
+    C(<path>.bak-YYYYMMDD-<tag>) and replaced atomically with its owner and mode.
+  - Fails when, after any rewrite, a target is still V(moved), V(wrong_seat) or V(unknown) (see
+    O(strict)), naming the line, route and target of each; it then writes nothing.
+author:
+  - llmfleet.seats contributors
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports the rewrites it would make (and the diff) without writing.
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+requirements:
+  - PyYAML on the host the task runs on (always there on the controller, see notes).
+options:
+  path:
+    description: The LiteLLM C(config.yaml).
+    type: path
+    required: true
+  seats:
+    description: Where the seats are now (and were, for moved ones).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The seat's name.
+        type: str
+        required: true
+      host:
+        description:
+          - The seat's host as the gateway addresses it (compared as written, case-insensitive;
+            names are not resolved).
+        type: str
+        required: true
+      port:
+        description: The seat's port.
+        type: int
+        required: true
+      served_model_names:
+        description:
+          - The names the seat serves. An C(api_base) whose route model
+            (C(hosted_vllm/<name>)) is not among them is V(wrong_seat). Empty matches by address
+            alone.
+        type: list
+        elements: str
+        default: []
+      previous_host:
+        description: The host the seat had before it moved; defaults to O(seats[].host).
+        type: str
+      previous_port:
+        description: The port the seat had before it moved; defaults to O(seats[].port).
+        type: int
+  rewrite:
+    description: Repoint V(moved) targets to where their seat is now.
+    type: bool
+    default: false
+  external_hosts:
+    description: Hosts that are not seats and may be targets (for example V(api.openai.com)).
+    type: list
+    elements: str
+    default: []
+  strict:
+    description:
+      - Fail, writing nothing, when a target would be left V(moved), V(wrong_seat) or
+        V(unknown). With V(false) the problems are only reported and the moved targets are
+        still rewritten.
+    type: bool
+    default: true
+  backup_tag:
+    description: The tag in the backup's name.
+    type: str
+    default: routes
+  backup_date:
+    description: The date in the backup's name (V(YYYYMMDD)); defaults to today on the target.
+    type: str
+notes:
+  - The file is parsed with PyYAML, whose nodes carry the character offsets the in-place edits
+    need. PyYAML is always installed where Ansible runs, so when the config lives in the
+    operator's repository (as the seeds' C(stacks/litellm/conf/config.yaml) does), run the task
+    with C(delegate_to: localhost). On a gateway host without PyYAML the module fails saying so.
+  - Files pulled in with LiteLLM's C(include:) are not followed; audit each one.
+seealso:
+  - module: llmfleet.seats.gateway_smoke
+"""
+
+EXAMPLES = r"""
+- name: Repoint the gateway after fv-ml1 moved to 10.251/16
+  llmfleet.seats.gateway_routes:
+    path: "{{ playbook_dir }}/../stacks/litellm/conf/config.yaml"
+    rewrite: true
+    backup_tag: renumber
+    seats:
+      - name: char-rp
+        host: 10.251.50.54
+        port: 8016
+        served_model_names: [char-rp, char-rp-thinking]
+        previous_host: 10.250.50.54
+      - name: scalar-judge
+        host: 10.251.50.54
+        port: 8030
+        previous_host: 10.250.50.54
+  delegate_to: localhost
+
+- name: Audit only
+  llmfleet.seats.gateway_routes:
+    path: /opt/litellm/config.yaml
+    seats: "{{ gateway_seats }}"
+    external_hosts: [api.openai.com]
+  check_mode: true
+"""
+
+RETURN = r"""
+targets:
+  description: Every target in the file, judged after any rewrite (as it would be in check mode).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description: V(api_base) or V(pass_through).
+      type: str
+    where:
+      description: Its place in the file, for example V(model_list[3]).
+      type: str
+    route:
+      description: The route's C(model_name), or the pass-through C(path).
+      type: str
+    model:
+      description: The route's C(litellm_params.model) (V(null) for pass-through targets).
+      type: str
+    line:
+      description: Line of the value in the file.
+      type: int
+    target:
+      description: The URL as written.
+      type: str
+    status:
+      description: V(ok), V(moved), V(wrong_seat), V(unknown), V(external) or V(unresolved).
+      type: str
+    seat:
+      description: The seat it points at (or should point at), else V(null).
+      type: str
+    new_target:
+      description: For V(moved), the URL it should have.
+      type: str
+    detail:
+      description: Why it has this status.
+      type: str
+  sample:
+    - kind: pass_through
+      where: pass_through_endpoints[0]
+      route: /judge/score
+      model: null
+      line: 41
+      target: http://10.251.50.54:8030/score
+      status: ok
+      seat: scalar-judge
+      new_target: null
+      detail: seat scalar-judge
+rewrites:
+  description: The targets repointed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - where: pass_through_endpoints[0]
+      kind: pass_through
+      route: /judge/score
+      line: 41
+      old: http://10.250.50.54:8030/score
+      new: http://10.251.50.54:8030/score
+problems:
+  description: How many targets are left V(moved), V(wrong_seat) or V(unknown).
+  returned: always
+  type: int
+  sample: 0
+backup_file:
+  description: The backup written before the rewrite, else V(null).
+  returned: always
+  type: str
+  sample: /opt/litellm/config.yaml.bak-20261005-routes
+"""
+
+import os
+import tempfile
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._litellm_config import (
+    PROBLEMS,
+    RouteAuditError,
+    audit,
+    problems_message,
+    rewrite,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._seat_files import (
+    SeatFilesError,
+    backup_path_for,
+    check_backup_name_parts,
+    make_backup,
+)
+
+try:
+    import yaml
+except ImportError:
+    yaml = None
+    YAML_IMPORT_ERROR = traceback.format_exc()
+else:
+    YAML_IMPORT_ERROR = None
+
+
+def compose(text):
+    # The pure-Python loader: its marks count characters of `text`, which the edits rely on.
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "seats": {
+                "type": "list", "elements": "dict", "required": True,
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "host": {"type": "str", "required": True},
+                    "port": {"type": "int", "required": True},
+                    "served_model_names": {"type": "list", "elements": "str", "default": []},
+                    "previous_host": {"type": "str"},
+                    "previous_port": {"type": "int"},
+                },
+            },
+            "rewrite": {"type": "bool", "default": False},
+            "external_hosts": {"type": "list", "elements": "str", "default": []},
+            "strict": {"type": "bool", "default": True},
+            "backup_tag": {"type": "str", "default": "routes"},
+            "backup_date": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+    if yaml is None:
+        module.fail_json(msg=missing_required_lib(
+            "PyYAML", reason="to read the LiteLLM config (or run the task with"
+            " delegate_to: localhost on a copy of the config)"), exception=YAML_IMPORT_ERROR)
+    params = module.params
+    path = params["path"]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        module.fail_json(msg="path: cannot read the LiteLLM config %s: %s" % (path, exc.strerror))
+    except UnicodeDecodeError as exc:
+        module.fail_json(msg="path: %s is not UTF-8 text: %s" % (path, exc))
+
+    date = params["backup_date"] or time.strftime("%Y%m%d")
+    try:
+        check_backup_name_parts(date, params["backup_tag"])
+        findings, spans = audit(text, params["seats"], compose, params["external_hosts"], path)
+        new_text, rewrites = text, []
+        if params["rewrite"]:
+            new_text, rewrites = rewrite(text, findings, spans, compose, path)
+            if rewrites:
+                findings, _spans = audit(new_text, params["seats"], compose,
+                                        params["external_hosts"], path)
+    except (RouteAuditError, SeatFilesError) as exc:
+        module.fail_json(msg=str(exc))
+
+    problems = problems_message(findings, path)
+    result = {"changed": False, "targets": findings, "rewrites": rewrites,
+              "problems": sum(1 for finding in findings if finding["status"] in PROBLEMS),
+              "backup_file": None}
+    if problems and params["strict"]:
+        # All or nothing: a half-repointed gateway is harder to reason about than the old one.
+        module.fail_json(msg=problems, **result)
+    if rewrites:
+        result["changed"] = True
+        if module._diff:
+            result["diff"] = {"before": text, "after": new_text, "before_header": path,
+                              "after_header": path}
+        if not module.check_mode:
+            result["backup_file"] = backup_path_for(path, date, params["backup_tag"])
+            make_backup(path, result["backup_file"])
+            handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(new_text)
+            # atomic_move gives the new file the old one's owner and mode
+            module.atomic_move(temp, path)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""_litellm_config on a LiteLLM config shaped like the seeds' gateway after the renumbering:
+every api_base and pass-through target judged against the seats, moved ones repointed by
+editing only host:port, comments and quoting kept, and the rewrite idempotent."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmfleet.seats.plugins.module_utils import _litellm_config as lc
+
+CONFIG = (Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
+          / "litellm_config_fv.yaml").read_text()
+OLD, NEW = "10.250.50.54", "10.251.50.54"
+SEATS = [
+    {"name": "gen-small", "host": NEW, "port": 8011, "served_model_names": ["gen-small"],
+     "previous_host": OLD},
+    {"name": "char-rp", "host": NEW, "port": 8016,
+     "served_model_names": ["char-rp", "char-rp-thinking"], "previous_host": OLD},
+    {"name": "coder", "host": NEW, "port": 8013, "served_model_names": ["coder"],
+     "previous_host": OLD},
+    {"name": "scalar-judge", "host": NEW, "port": 8030, "previous_host": OLD},
+]
+
+
+def compose(text):
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def audit(text=CONFIG, seats=SEATS, **kwargs):
+    return lc.audit(text, seats, compose, **kwargs)
+
+
+def by_where(findings):
+    return {finding["where"]: finding for finding in findings}
+
+
+def test_every_target_is_found_with_its_line():
+    targets = lc.find_targets(CONFIG, compose)
+    assert [(t["kind"], t["where"], t["route"], t["line"]) for t in targets] == [
+        ("api_base", "model_list[0]", "gen-small", 7),
+        ("api_base", "model_list[1]", "char-rp", 11),
+        ("api_base", "model_list[2]", "char-rp-reasoning", 15),
+        ("api_base", "model_list[3]", "coder", 18),
+        ("api_base", "model_list[4]", "sec", 22),
+        ("api_base", "model_list[6]", "summarizer", 30),
+        ("api_base", "model_list[7]", "cloud-mini", 34),
+        ("pass_through", "pass_through_endpoints[0]", "/judge/score", 41),
+    ]
+    start, end = targets[1]["span"]
+    assert CONFIG[start:end] == '"http://10.250.50.54:8016/v1"'
+
+
+def test_statuses():
+    findings, _ = audit(external_hosts=["API.openai.com"])
+    found = by_where(findings)
+    assert {where: f["status"] for where, f in found.items()} == {
+        "model_list[0]": "moved", "model_list[1]": "moved", "model_list[2]": "moved",
+        "model_list[3]": "ok", "model_list[4]": "unresolved", "model_list[6]": "unknown",
+        "model_list[7]": "external", "pass_through_endpoints[0]": "moved",
+    }
+    judge = found["pass_through_endpoints[0]"]
+    assert judge["seat"] == "scalar-judge"
+    assert judge["new_target"] == "http://%s:8030/score" % NEW
+    assert judge["detail"] == "seat scalar-judge moved from %s:8030 to %s:8030" % (OLD, NEW)
+    assert found["model_list[2]"]["seat"] == "char-rp", "the thinking alias is char-rp's too"
+    assert found["model_list[4]"]["detail"] == "resolved from the gateway's environment; not checked"
+    assert found["model_list[6]"]["detail"] == "no seat at 10.251.50.99:8040"
+
+
+def test_without_external_hosts_a_cloud_base_is_unknown():
+    found = by_where(audit()[0])
+    assert found["model_list[7]"]["status"] == "unknown"
+    assert found["model_list[7]"]["detail"] == "no seat at api.openai.com:443"
+
+
+def test_rewrite_changes_only_host_and_keeps_everything_else():
+    findings, spans = audit()
+    new_text, rewrites = lc.rewrite(CONFIG, findings, spans, compose)
+    assert [(r["where"], r["old"], r["new"]) for r in rewrites] == [
+        ("model_list[0]", "http://%s:8011/v1" % OLD, "http://%s:8011/v1" % NEW),
+        ("model_list[1]", "http://%s:8016/v1" % OLD, "http://%s:8016/v1" % NEW),
+        ("model_list[2]", "http://%s:8016/v1" % OLD, "http://%s:8016/v1" % NEW),
+        ("pass_through_endpoints[0]", "http://%s:8030/score" % OLD, "http://%s:8030/score" % NEW),
+    ]
+    changed = [line for line in difflib.ndiff(CONFIG.splitlines(), new_text.splitlines())
+               if line[:1] in "+-"]
+    assert changed == [
+        "-       api_base: http://10.250.50.54:8011/v1   # Qwen3.5 35B-A3B, GPU 1",
+        "+       api_base: http://10.251.50.54:8011/v1   # Qwen3.5 35B-A3B, GPU 1",
+        '-       api_base: "http://10.250.50.54:8016/v1"',
+        '+       api_base: "http://10.251.50.54:8016/v1"',
+        "-       api_base: 'http://10.250.50.54:8016/v1'",
+        "+       api_base: 'http://10.251.50.54:8016/v1'",
+        "-       target: http://10.250.50.54:8030/score",
+        "+       target: http://10.251.50.54:8030/score",
+    ]
+    # The comment naming the old network is history, not a target: it stays.
+    assert "10.250/16 -> 10.251/16" in new_text
+    again, _ = audit(new_text)
+    assert lc.rewrite(new_text, again, _, compose) == (new_text, [])
+    assert [(f["route"], f["status"]) for f in again if f["status"] in lc.PROBLEMS] == [
+        ("summarizer", "unknown"), ("cloud-mini", "unknown")]
+
+
+def test_port_move_and_default_ports():
+    seats = [{"name": "asr", "host": "fv-ml1", "port": 8091, "previous_port": 8090},
+             {"name": "web", "host": "seat-b", "port": 80, "previous_host": "seat-a"}]
+    text = ("model_list:\n"
+            "  - model_name: asr\n    litellm_params: {model: openai/asr, api_base: http://FV-ML1:8090}\n"
+            "  - model_name: web\n    litellm_params: {model: openai/web, api_base: http://seat-a/v1}\n")
+    findings, spans = lc.audit(text, seats, compose)
+    new_text, rewrites = lc.rewrite(text, findings, spans, compose)
+    assert [r["new"] for r in rewrites] == ["http://fv-ml1:8091", "http://seat-b/v1"]
+    assert "api_base: http://fv-ml1:8091}" in new_text
+
+
+def test_wrong_seat_names_who_serves_the_model():
+    text = ("model_list:\n  - model_name: coder\n    litellm_params:\n"
+            "      model: hosted_vllm/coder\n      api_base: http://%s:8011/v1\n" % NEW)
+    finding = audit(text)[0][0]
+    assert finding["status"] == "wrong_seat"
+    assert finding["detail"] == ("seat gen-small at %s:8011 does not serve coder; it is served"
+                                 " by seat coder at %s:8013" % (NEW, NEW))
+
+
+def test_a_seat_listing_no_names_is_matched_by_address_alone():
+    seats = [{"name": "judge", "host": "h", "port": 1}]
+    text = "model_list:\n  - litellm_params: {model: openai/anything, api_base: http://h:1}\n"
+    assert lc.audit(text, seats, compose)[0][0]["status"] == "ok"
+
+
+def test_two_seats_that_left_the_same_address_are_not_guessed():
+    seats = [{"name": "a", "host": "h2", "port": 1, "previous_host": "h1"},
+             {"name": "b", "host": "h3", "port": 1, "previous_host": "h1"}]
+    text = "general_settings:\n  pass_through_endpoints:\n    - {path: /x, target: http://h1:1/x}\n"
+    finding = lc.audit(text, seats, compose)[0][0]
+    assert finding["status"] == "unknown" and finding["new_target"] is None
+    assert "seats a, b all moved away from h1:1" in finding["detail"]
+
+
+def test_problems_message_names_line_route_and_fix():
+    findings, _ = audit()
+    message = lc.problems_message(findings, "/srv/litellm/config.yaml")
+    assert message.startswith("/srv/litellm/config.yaml: 6 gateway target(s) do not point at"
+                              " their seat: line 7 model_list[0] (gen-small) api_base"
+                              " http://10.250.50.54:8011/v1: moved - seat gen-small moved from")
+    assert "line 41 pass_through_endpoints[0] (/judge/score) target http://10.250.50.54:8030/score:" \
+        " moved" in message
+    assert lc.problems_message([f for f in findings if f["status"] == "ok"]) == ""
+
+
+def test_empty_and_cloud_only_configs_have_no_targets():
+    assert lc.find_targets("", compose) == []
+    assert lc.find_targets("model_list:\n  - model_name: x\n    litellm_params: {model: gpt-4o}\n"
+                           "general_settings: {}\n", compose) == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model_list: [\n", "cfg.yaml: not readable as YAML:"),
+    ("- a\n- b\n", "cfg.yaml: expected a LiteLLM config (a mapping with model_list), got a YAML"
+                   " sequence"),
+    ("model_list: {a: 1}\n", "cfg.yaml: model_list: expected a list, got a YAML mapping"),
+    ("general_settings:\n  pass_through_endpoints: x\n",
+     "cfg.yaml: general_settings.pass_through_endpoints: expected a list, got a YAML scalar"),
+])
+def test_unreadable_configs_name_the_file(text, message):
+    with pytest.raises(lc.RouteAuditError) as error:
+        lc.find_targets(text, compose, "cfg.yaml")
+    assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("seats, message", [
+    ([], "seats: expected a non-empty list"),
+    ([{"host": "h", "port": 1}], "seats[0].name: expected the seat's name, got None"),
+    ([{"name": "a", "host": "h", "port": 1}, {"name": "a", "host": "h", "port": 2}],
+     "seats[1] (a): the name is listed twice"),
+    ([{"name": "a", "host": "http://h", "port": 1}], "seat a: host: expected a host name"),
+    ([{"name": "a", "host": "h", "port": 70000}], "seat a: port: expected a TCP port (1-65535)"),
+    ([{"name": "a", "host": "h", "port": "x"}], "seat a: port: expected a TCP port"),
+    ([{"name": "a", "host": "h", "port": 1, "served_model_names": "a"}],
+     "seat a: served_model_names: expected a list of names"),
+    ([{"name": "a", "host": "h", "port": 1}, {"name": "b", "host": "H", "port": 1}],
+     "seat b: h:1 is also seat a's address"),
+    ([{"name": "a", "host": "h", "port": 1, "previous_port": 0}],
+     "seat a: previous_port: expected a TCP port"),
+])
+def test_bad_seats_are_named(seats, message):
+    with pytest.raises(lc.RouteAuditError) as error:
+        lc.normalize_seats(seats)
+    assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("url, parts", [
+    ("http://10.251.50.54:8016/v1", ("10.251.50.54", 8016, "10.251.50.54:8016")),
+    ("https://GW.example", ("gw.example", 443, "GW.example")),
+    ("http://[fd00::5]:8000/score?x=1", ("[fd00::5]", 8000, "[fd00::5]:8000")),
+])
+def test_split_url(url, parts):
+    address = lc.split_url(url)
+    assert (address["host"], address["port"], address["authority"]) == parts
+
+
+@pytest.mark.parametrize("url", ["os.environ/BASE", "10.0.0.1:8000", "", None, "ftp://h/x"])
+def test_split_url_rejects(url):
+    assert lc.split_url(url) is None
