@@ -1,0 +1,323 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Read what a vLLM seat said about itself at boot: its KV budget, capacity and failures.
+
+Pure standard library. The patterns follow vLLM's own format strings from 0.10.1.1 through
+0.33.0 (the fixtures in tests/unit/fixtures/vllm_logs/ are rendered from those strings):
+
+* the line prefix: 0.33 formats ``(<proc> pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] msg`` and
+  repeats it on every line of a multi-line record; 0.10.x prints ``LEVEL ... msg`` behind a
+  coloured ``(<proc> pid=N)`` that it writes on stdout and stderr alike;
+* GiB values: 0.33's ``format_gib`` is ``str(round(x, 2))`` (``5.5``), 0.10.x used ``%.2f``
+  (``5.50``, and ``22.00GiB`` without a space in the "reserved" line);
+* 0.33 prints the capacity as one line, 0.10.x as two (``GPU KV cache size``, then
+  ``Maximum concurrency``); 0.10.x said ``models's max seq len`` in the admission error.
+
+A container log can hold several boots (``restart: always``); the figures describe the last.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+GIB = 1 << 30
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PROC = re.compile(r"\((?P<proc>[A-Za-z][\w]*) pid=(?P<pid>\d+)\) ")
+_HEADER = re.compile(r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
+                     r"\[(?P<src>[^\]\s]+):\d+\] (?P<msg>.*)$")
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+
+_VERSION_PATTERNS = (
+    re.compile(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*version\s+(?P<version>\S+)\s*$"),  # 0.33 logo
+    re.compile(r"^vLLM server version (?P<version>\S+), serving model (?P<model>.+)$"),
+    re.compile(r"^vLLM API server version (?P<version>\S+)$"),           # 0.10.x
+)
+_LOGO_MODEL = re.compile(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*model\s+(?P<model>.+?)\s*$")
+_ENGINE_VERSION = re.compile(r"Initializing a V1 LLM engine \(v(?P<version>[^)]+)\)")
+
+_CAPACITY = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: "
+                          r"(?P<conc>" + _NUMBER + r")x")
+_MAX_LEN = re.compile(r"^Using max model len (?P<len>\d+)")
+_AUTO_FIT = re.compile(r"^Auto-fit max_model_len: (?:reduced from \d+ to (?P<reduced>\d+)|"
+                       r"full model context length (?P<full>\d+) fits)")
+_RESERVED = re.compile(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, reserved "
+                       r"(?P<gib>" + _NUMBER + r") ?GiB memory for KV Cache")
+_NON_DEFAULT_KV = re.compile(r"^non-default args: .*'kv_cache_memory_bytes': (?P<bytes>\d+)")
+_AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") GiB")
+_WEIGHTS = re.compile(r"^Model loading took (?P<gib>" + _NUMBER + r") GiB (?:memory )?and")
+_GRAPHS = re.compile(r"^Graph capturing finished in \d+ secs, took (?P<gib>" + _NUMBER + r") GiB")
+_SUGGESTION = re.compile(r"`--kv-cache-memory=(?P<fit>-?\d+)`.*?`--kv-cache-memory=(?P<full>-?\d+)`")
+_INIT_ENGINE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took "
+                          r"(?P<secs>" + _NUMBER + r") s")
+_SERVER = re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (?P<address>\S+)")
+_STARTUP_COMPLETE = re.compile(r"^INFO:\s+Application startup complete\.")
+_SHUTDOWN = re.compile(r"^INFO:\s+(?:Shutting down|Finished server process)|^\[shutdown\] API server")
+_ENGINE_DEAD = re.compile(r"EngineCore encountered a fatal error|EngineDeadError|died unexpectedly"
+                          r"|engine core exited unexpectedly")
+
+_STARTUP_CHECK = re.compile(
+    r"Free memory on device (?:(?P<device>\S+) )?\((?P<free>" + _NUMBER + r")/(?P<total>" + _NUMBER
+    + r") GiB\) on startup is less than desired GPU memory utilization \((?P<util>" + _NUMBER
+    + r"), (?P<requested>" + _NUMBER + r") GiB\)")
+_ADMISSION = re.compile(
+    r"To serve at least one request with the models?'s max seq len \((?P<len>\d+)\), \((?P<needed>"
+    + _NUMBER + r") GiB KV cache is needed, which is larger than the available KV cache memory "
+    r"\((?P<available>" + _NUMBER + r") GiB\)\.(?: Based on the available memory, the estimated "
+    r"maximum model length is (?P<estimated>\d+)\.)?")
+_NO_KV_MEMORY = re.compile(r"No available memory for the cache blocks")
+_MAMBA = re.compile(r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks "
+                    r"\((?P<blocks>\d+)\)")
+
+_EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<detail>.*))?$")
+_PYDANTIC_VALUE_ERROR = re.compile(r"^\s+Value error, (?P<detail>.*?)(?: \[type=value_error.*)?$")
+_ARGPARSE = re.compile(r"^(?P<prog>vllm(?: \w+)?): error: (?P<detail>.+)$")
+_AUTOTUNER_OOM = re.compile(r"\[Autotuner\]: OOM detected")
+_TRACEBACK_BODY = ("Traceback (most recent call last)", "During handling of the above exception",
+                   "The above exception was the direct cause")
+
+
+class VllmLogError(ValueError):
+    """The log cannot be read; the message says which input and what was expected."""
+
+
+def _split_line(raw):
+    """(level, message) of one log line: vLLM's prefix removed, ANSI colour stripped.
+    ``level`` is None for output that did not go through vLLM's logger."""
+    line = _ANSI.sub("", raw).replace("\r", "")
+    header = _HEADER.search(line)
+    if header:
+        return header.group("level"), header.group("msg")
+    proc = _PROC.match(line)
+    return None, line[proc.end():] if proc else line
+
+
+def _split_boots(lines):
+    """The (level, message) lines of each boot, and how many boots began; a boot begins at
+    vLLM's version line."""
+    boots, current, started = [], [], 0
+    for level, msg in lines:
+        if any(pattern.match(msg) for pattern in _VERSION_PATTERNS):
+            started += 1
+            if current:
+                boots.append(current)
+                current = []
+        current.append((level, msg))
+    boots.append(current)
+    return boots, started
+
+
+def _matches_printed_gib(num_bytes, printed):
+    """Whether ``printed`` is how vLLM renders ``num_bytes`` as GiB (0.33 or 0.10.x style)."""
+    gib = num_bytes / GIB
+    return printed in ("%s" % round(gib, 2), "%.2f" % gib)
+
+
+def parse_boot_log(text):
+    """Everything a boot gate reads from a vLLM log, for its last boot.
+
+    Returns a dict: the contract keys (``kv_cache_tokens``, ``max_concurrency``,
+    ``max_model_len``, ``kv_cache_memory_bytes``, ``available_kv_cache_gib``,
+    ``model_weights_gib``, ``ready``, ``oom_events``, ``errors``) and what else a gate needs
+    (``version``, ``boots``, ``startup_check``, ``admission_check``, ``mamba_max_num_seqs``, ...).
+    Values the log does not state are ``None``.
+    """
+    if not isinstance(text, str):
+        raise VllmLogError("log: expected the text of a vLLM log, got %s" % type(text).__name__)
+    lines = [_split_line(raw) for raw in text.split("\n")]
+    boots, boot_count = _split_boots(lines)
+    result = _empty_result()
+    result["boots"] = boot_count
+    _read_boot(boots[-1], result)
+    return result
+
+
+def _empty_result():
+    return {
+        "kv_cache_tokens": None, "max_concurrency": None, "max_model_len": None,
+        "kv_cache_memory_bytes": None, "available_kv_cache_gib": None, "model_weights_gib": None,
+        "ready": False, "oom_events": 0, "errors": [],
+        "version": None, "model": None, "boots": 0,
+        "startup_complete": False, "engine_dead": False, "shutdown": False,
+        "kv_cache_memory_bytes_exact": None, "reserved_kv_gib": None, "initial_free_gib": None,
+        "kv_cache_pool": None, "torch_oom_events": 0, "autotuner_oom_fallbacks": 0,
+        "startup_check": None, "admission_check": None, "mamba_max_num_seqs": None,
+        "no_kv_cache_memory": False, "graph_capture_gib": None,
+        "suggested_kv_cache_memory_bytes": None, "server_address": None,
+        "init_engine_seconds": None,
+    }
+
+
+def _read_boot(lines, result):
+    errors, torch_ooms = [], set()
+    exact_kv_bytes = None
+    configured_len = None
+
+    def add_error(message):
+        if message not in errors:
+            errors.append(message)
+
+    for level, msg in lines:
+        for pattern in _VERSION_PATTERNS:
+            found = pattern.match(msg)
+            if found:
+                result["version"] = found.group("version")
+                if "model" in found.groupdict():
+                    result["model"] = found.group("model")
+        found = _LOGO_MODEL.match(msg)
+        if found and result["model"] is None:
+            result["model"] = found.group("model")
+        found = _ENGINE_VERSION.search(msg)
+        if found and result["version"] is None:
+            result["version"] = found.group("version")
+
+        found = _CAPACITY.search(msg)
+        if found and result["kv_cache_tokens"] is None:
+            result["kv_cache_tokens"] = int(found.group("tokens").replace(",", ""))
+            result["kv_cache_pool"] = found.group("pool")
+        found = _CONCURRENCY.search(msg)
+        if found and result["max_concurrency"] is None:
+            result["max_concurrency"] = float(found.group("conc"))
+            result["max_model_len"] = int(found.group("len").replace(",", ""))
+        found = _MAX_LEN.match(msg) or _AUTO_FIT.match(msg)
+        if found:
+            configured_len = int(next(value for value in found.groups() if value))
+        found = _RESERVED.search(msg)
+        if found and result["reserved_kv_gib"] is None:
+            result["reserved_kv_gib"] = found.group("gib")
+            result["initial_free_gib"] = float(found.group("free"))
+        found = _NON_DEFAULT_KV.match(msg)
+        if found:
+            exact_kv_bytes = int(found.group("bytes"))
+        found = _AVAILABLE.match(msg)
+        if found and result["available_kv_cache_gib"] is None:
+            result["available_kv_cache_gib"] = float(found.group("gib"))
+        found = _WEIGHTS.match(msg)
+        if found and result["model_weights_gib"] is None:
+            result["model_weights_gib"] = float(found.group("gib"))
+        found = _GRAPHS.match(msg)
+        if found:
+            result["graph_capture_gib"] = float(found.group("gib"))
+        found = _SUGGESTION.search(msg)
+        if found:
+            result["suggested_kv_cache_memory_bytes"] = {
+                "fit_requested": int(found.group("fit")), "fit_gpu": int(found.group("full"))}
+        found = _INIT_ENGINE.match(msg)
+        if found:
+            result["init_engine_seconds"] = float(found.group("secs"))
+        found = _SERVER.match(msg)
+        if found:
+            result["server_address"] = found.group("address")
+
+        if _STARTUP_COMPLETE.match(msg):
+            result["startup_complete"] = True
+        elif result["startup_complete"] and _SHUTDOWN.search(msg):
+            result["shutdown"] = True
+        if _ENGINE_DEAD.search(msg):
+            result["engine_dead"] = True
+
+        _read_failure(msg, result)
+        if _AUTOTUNER_OOM.search(msg):
+            result["autotuner_oom_fallbacks"] += 1
+
+        exception = _EXCEPTION.match(msg)
+        value_error = _PYDANTIC_VALUE_ERROR.match(msg)
+        argparse_error = _ARGPARSE.match(msg)
+        if exception:
+            add_error(msg)
+            if exception.group("name").endswith("OutOfMemoryError"):
+                # the same exception is printed by the worker's logger and again on stderr
+                torch_ooms.add(msg)
+        elif value_error:
+            add_error("ValueError: " + value_error.group("detail"))
+        elif argparse_error:
+            add_error(msg)
+        elif level in ("ERROR", "CRITICAL") and msg and not msg[0].isspace() \
+                and not msg.startswith(_TRACEBACK_BODY):
+            add_error(msg)
+
+    if result["max_model_len"] is None:
+        result["max_model_len"] = configured_len
+    _settle_kv_bytes(result, exact_kv_bytes)
+    result["torch_oom_events"] = len(torch_ooms)
+    result["oom_events"] = result["torch_oom_events"] + result["autotuner_oom_fallbacks"]
+    result["errors"] = errors
+    result["ready"] = result["startup_complete"] and not result["engine_dead"] and not result["shutdown"]
+
+
+def _read_failure(msg, result):
+    found = _STARTUP_CHECK.search(msg)
+    if found and result["startup_check"] is None:
+        result["startup_check"] = {
+            "device": found.group("device"), "free_gib": float(found.group("free")),
+            "total_gib": float(found.group("total")),
+            "gpu_memory_utilization": float(found.group("util")),
+            "requested_gib": float(found.group("requested"))}
+    found = _ADMISSION.search(msg)
+    if found and result["admission_check"] is None:
+        estimated = found.group("estimated")
+        result["admission_check"] = {
+            "max_model_len": int(found.group("len")), "needed_gib": float(found.group("needed")),
+            "available_gib": float(found.group("available")),
+            "estimated_max_model_len": int(estimated) if estimated else None}
+    if _NO_KV_MEMORY.search(msg):
+        result["no_kv_cache_memory"] = True
+    found = _MAMBA.search(msg)
+    if found and result["mamba_max_num_seqs"] is None:
+        result["mamba_max_num_seqs"] = {"max_num_seqs": int(found.group("seqs")),
+                                        "available_blocks": int(found.group("blocks"))}
+
+
+def _settle_kv_bytes(result, exact_kv_bytes):
+    """Exact bytes come from the ``non-default args`` line (vLLM echoes the CLI value there);
+    the "reserved" line only has GiB to two decimals (about +-5 MiB), so alone it gives
+    ``round(GiB * 2**30)`` and ``kv_cache_memory_bytes_exact: false``."""
+    printed = result["reserved_kv_gib"]
+    if printed is None:
+        return
+    if exact_kv_bytes is not None and _matches_printed_gib(exact_kv_bytes, printed):
+        result["kv_cache_memory_bytes"] = exact_kv_bytes
+        result["kv_cache_memory_bytes_exact"] = True
+    else:
+        result["kv_cache_memory_bytes"] = int(round(float(printed) * GIB))
+        result["kv_cache_memory_bytes_exact"] = False
+
+
+def reserved_matches(planned_bytes, boot_info):
+    """Whether a boot reserved ``planned_bytes`` of KV: exactly when the log gave exact bytes,
+    else as vLLM would have printed the planned value (two decimals of GiB)."""
+    if boot_info.get("kv_cache_memory_bytes") is None:
+        return False
+    if boot_info.get("kv_cache_memory_bytes_exact"):
+        return boot_info["kv_cache_memory_bytes"] == planned_bytes
+    return _matches_printed_gib(planned_bytes, boot_info["reserved_kv_gib"])
+
+
+def read_container_log(container, docker="docker", since=None, env=None, timeout=60):
+    """The whole ``docker logs`` output of a container, stdout and stderr in the order the
+    container wrote them (vLLM logs on stdout, tracebacks land on stderr)."""
+    if not isinstance(container, str) or not container.strip():
+        raise VllmLogError("container: expected a docker container name or id, got %r" % (container,))
+    command = [docker, "logs"]
+    if since:
+        command += ["--since", str(since)]
+    command.append(container)
+    try:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                              timeout=timeout, check=False)
+    except OSError as exc:
+        raise VllmLogError("container %s: cannot run %s: %s" % (container, docker, exc))
+    except subprocess.TimeoutExpired:
+        raise VllmLogError("container %s: docker logs took longer than %ss" % (container, timeout))
+    output = proc.stdout.decode("utf-8", errors="replace")
+    if proc.returncode != 0:
+        raise VllmLogError("container %s: docker logs failed (rc=%d): %s"
+                           % (container, proc.returncode, output.strip()[-500:]))
+    return output
