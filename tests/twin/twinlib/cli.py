@@ -1,0 +1,89 @@
+"""`tests/twin/twin`: the fleet twin's command line (docs/twin.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import fleet
+from .procs import TwinError
+from .spec import SpecError, parse_spec
+
+
+def _load_spec(path: str | None) -> object:
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise SpecError("twin spec %s: cannot read it (%s)" % (path, exc.strerror)) from None
+    except ValueError as exc:
+        raise SpecError("twin spec %s: not valid JSON (%s)" % (path, exc)) from None
+
+
+def _gpu_of(host: fleet.Host, token: str) -> str:
+    gpus = (host.gpu_state() or {}).get("gpus", [])
+    for gpu in gpus:
+        if token in (gpu["uuid"], str(gpu["index"])):
+            return gpu["uuid"]
+    raise TwinError("twin host %s has no GPU %r (indices 0-%d or UUIDs)"
+                    % (host.name, token, len(gpus) - 1))
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="twin", description="The fleet twin: hosts reached "
+                                     "over SSH, with dockerd and simulated GPUs (docs/twin.md).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="bring the twin up; prints the inventory path last")
+    up.add_argument("--hosts", type=int, metavar="N", help="number of hosts")
+    up.add_argument("--spec", metavar="FILE", help="JSON spec of hosts and GPUs")
+    commands.add_parser("down", help="remove everything the twin made")
+    status = commands.add_parser("status", help="hosts, daemons, GPUs and containers")
+    status.add_argument("--json", action="store_true", help="machine-readable")
+    execute = commands.add_parser("exec", help="run a command on a host (its network and files)")
+    execute.add_argument("host")
+    execute.add_argument("cmd", nargs=argparse.REMAINDER, help="the command (after --)")
+    gpu = commands.add_parser("gpu", help="change a host's simulated GPUs")
+    gpu.add_argument("host")
+    gpu.add_argument("--background", action="append", default=[], metavar="GPU=MIB",
+                     help="memory held by no process on GPU (index or UUID); repeatable")
+    gpu.add_argument("--faults", metavar="JSON", help='state.json faults, e.g. \'{"gpu_lost": [1]}\'')
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "up":
+            fleet_spec = parse_spec(_load_spec(args.spec), args.hosts)
+            print(fleet.up(fleet_spec))
+        elif args.command == "down":
+            fleet.down()
+        elif args.command == "status":
+            report = fleet.status()
+            print(json.dumps(report, indent=1) if args.json else fleet.format_status(report))
+        elif args.command == "exec":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                parser.error("exec needs a command: twin exec HOST -- CMD [ARGS]")
+            host = fleet.find_host(args.host)
+            os.execvpe(host.enter()[0], host.enter() + cmd,
+                       dict(fleet.HOST_ENV, TERM=os.environ.get("TERM", "dumb")))
+        elif args.command == "gpu":
+            host = fleet.find_host(args.host)
+            for item in args.background:
+                token, _, mib = item.partition("=")
+                if not mib.isdigit():
+                    parser.error("--background wants GPU=MIB, got %r" % item)
+                fleet.gpu_request(host, {"op": "set_background", "uuid": _gpu_of(host, token),
+                                         "mib": int(mib)})
+            if args.faults is not None:
+                try:
+                    faults = json.loads(args.faults)
+                except ValueError as exc:
+                    parser.error("--faults is not valid JSON: %s" % exc)
+                fleet.gpu_request(host, {"op": "set_faults", "faults": faults})
+    except (TwinError, SpecError) as exc:
+        print("twin: error: %s" % exc, file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,307 @@
+"""The twin as a whole: `up` makes every host and writes the inventory, `down` removes all of it,
+`status` reports what runs. One twin per machine: its names (bridge, namespaces, addresses) are
+machine-wide, so a record in STATE_DIR says what exists and a lock serialises the commands."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import host as hostlib
+from .host import HOST_ENV, NS_DIR, STATE_DIR, Host
+from .procs import TwinError, alive, is_mounted, run, wait_for
+from .rootfs import build_rootfs
+from .spec import gpu_state
+
+REPO = Path(__file__).resolve().parents[3]
+CACHE_DIR = REPO / ".build" / "twin"
+RECORD = STATE_DIR / "twin.json"
+SSH_DIR = STATE_DIR / "ssh"
+CLIENT_KEY = SSH_DIR / "id_ed25519"
+KNOWN_HOSTS = SSH_DIR / "known_hosts"
+INVENTORY = STATE_DIR / "inventory.yml"
+LOCK = Path("/run/lock/llmfleet-twin.lock")
+SEAT_DIR = REPO / "tests" / "twin" / "seat"
+PLACEHOLDER_SEAT_DIR = REPO / "tests" / "twin" / "placeholder-seat"
+FAKES_BUILD = REPO / "tests" / "fakes" / "build"
+FAKE_NVIDIA_SMI = REPO / "tests" / "fakes" / "bin" / "nvidia-smi"
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+# What each kind of image runs; `vllm serve` is the real vllm/vllm-openai image's ENTRYPOINT.
+ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"]}
+IMAGE_ENV = {"PATH": HOST_ENV["PATH"], "VLLM_USAGE_SOURCE": "production-docker-image"}
+REQUIRED = ("ip", "nsenter", "unshare", "findmnt", "dockerd", "docker", "ssh-keygen",
+            "ldconfig", "ldd", "/usr/sbin/sshd")
+COMPOSE_PLUGIN = Path("/usr/local/lib/docker/cli-plugins/docker-compose")
+
+
+def say(message: str) -> None:
+    print("twin: " + message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def locked():
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _missing_tools() -> list:
+    missing = [t for t in REQUIRED if shutil.which(t, path=HOST_ENV["PATH"]) is None]
+    return missing + ([] if COMPOSE_PLUGIN.exists() else [str(COMPOSE_PLUGIN)])
+
+
+def ensure_system() -> None:
+    if os.geteuid() != 0:
+        raise TwinError("the twin needs root: it makes network and mount namespaces")
+    if _missing_tools():
+        say("installing system packages (missing: %s)" % ", ".join(_missing_tools()))
+        run([str(REPO / "scripts" / "install-system-deps")], timeout=900)
+    if _missing_tools():
+        raise TwinError("still missing after scripts/install-system-deps: %s"
+                        % ", ".join(_missing_tools()))
+
+
+def load_record() -> dict | None:
+    try:
+        return json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _save_record(fleet: dict, hosts: list) -> None:
+    tmp = RECORD.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"fleet": fleet, "hosts": [h.record() for h in hosts],
+                               "inventory": str(INVENTORY)}, indent=1) + "\n")
+    tmp.replace(RECORD)
+
+
+def _hosts(record: dict) -> list:
+    return [Host(h["index"], h["name"], h["pids"]) for h in record["hosts"]]
+
+
+def _unhealthy(record: dict) -> list:
+    return ["%s's %s" % (h.name, name) for h in _hosts(record)
+            for name in ("fakegpud", "dockerd", "sshd") if not alive(h.pids.get(name))]
+
+
+# -- up --
+def up(fleet: dict) -> Path:
+    """Bring the fleet up (or find it up already) and return the inventory's path."""
+    ensure_system()
+    with locked():
+        record = load_record()
+        if record:
+            names = ", ".join(h["name"] for h in record["hosts"])
+            broken = _unhealthy(record)
+            if record["fleet"] != fleet:
+                raise TwinError("a different twin is already up (hosts: %s); run "
+                                "`tests/twin/twin down` first" % names)
+            if broken:
+                raise TwinError("the twin is up but broken (%s not running); run "
+                                "`tests/twin/twin down`, then up again" % ", ".join(broken))
+            say("already up (hosts: %s)" % names)
+            return INVENTORY
+        if STATE_DIR.exists() or hostlib.leftover_netns():
+            say("removing the leftovers of an earlier twin")
+            _teardown()
+        started = time.monotonic()
+        try:
+            _build(fleet)
+        except BaseException:
+            say("bring-up failed; removing what was made")
+            _teardown()
+            raise
+        say("%d host(s) up in %.1f s" % (len(fleet["hosts"]), time.monotonic() - started))
+    return INVENTORY
+
+
+def _seat_dir() -> Path:
+    return SEAT_DIR if (SEAT_DIR / "vllm").exists() else PLACEHOLDER_SEAT_DIR
+
+
+def _driver_library() -> Path | None:
+    """Build the fake libnvidia-ml.so.1 and an ld.so cache that lists it, which each host
+    mounts as its /etc/ld.so.cache: NVML then loads as from a driver install, in every
+    process on the host (sudo included), and nowhere else on the machine."""
+    if not FAKES_BUILD.exists():
+        say("no %s: hosts get no NVML library" % FAKES_BUILD.relative_to(REPO))
+        return None
+    library = Path(run([str(FAKES_BUILD), str(hostlib.DRIVER_DIR)]).stdout.strip().splitlines()[-1])
+    conf = hostlib.DRIVER_DIR / "ld.so.conf"
+    conf.write_text("include /etc/ld.so.conf.d/*.conf\n%s\n" % library.parent)
+    run(["ldconfig", "-X", "-C", str(hostlib.LD_CACHE), "-f", str(conf)])
+    return library
+
+
+def _client_key() -> None:
+    SSH_DIR.mkdir(parents=True, exist_ok=True)
+    os.chmod(SSH_DIR, 0o700)
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmfleet-twin", "-f",
+         str(CLIENT_KEY)])
+    (SSH_DIR / "authorized_keys").write_text((SSH_DIR / "id_ed25519.pub").read_text())
+
+
+def _build(fleet: dict) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    os.chmod(STATE_DIR, 0o755)
+    hosts = [Host(i, h["name"]) for i, h in enumerate(fleet["hosts"])]
+    _save_record(fleet, hosts)
+    _client_key()
+    _driver_library()
+    tarball = build_rootfs(_seat_dir(), CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
+    nvidia_smi = FAKE_NVIDIA_SMI if FAKE_NVIDIA_SMI.exists() else None
+    hostlib.ns_dir_up()
+    hostlib.bridge_up()
+    for host, spec_host in zip(hosts, fleet["hosts"]):
+        host.create(gpu_state(spec_host, fleet["driver"]), SSH_DIR, nvidia_smi)
+        host.start()
+        _save_record(fleet, hosts)
+
+    def finish(host: Host) -> None:
+        host.wait_ready()
+        for tag, kind in fleet["images"].items():
+            host.import_image(tarball, tag, ENTRYPOINTS[kind], IMAGE_ENV)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for done in [pool.submit(finish, h) for h in hosts]:
+            done.result()
+    KNOWN_HOSTS.write_text("".join("%s %s\n" % (h.address, " ".join(h.host_key()))
+                                   for h in hosts))
+    _write_inventory(fleet, hosts)
+
+
+def _yaml(value) -> str:
+    """JSON is YAML: scalars and flow collections need no YAML library."""
+    return json.dumps(value)
+
+
+def _write_inventory(fleet: dict, hosts: list) -> None:
+    python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
+    lines = ["# Written by tests/twin/twin up; removed by tests/twin/twin down.",
+             "all:", "  vars:",
+             "    ansible_user: root",
+             "    ansible_ssh_private_key_file: %s" % _yaml(str(CLIENT_KEY)),
+             "    ansible_ssh_common_args: %s" % _yaml(
+                 "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % KNOWN_HOSTS),
+             "    # The checkout's venv: nvidia-ml-py and the docker SDK, as a GPU host has them.",
+             "    ansible_python_interpreter: %s" % _yaml(str(python)),
+             "  children:", "    twin:", "      children:", "        gpu_hosts:",
+             "    gpu_hosts:", "      hosts:"]
+    for host, spec_host in zip(hosts, fleet["hosts"]):
+        gpus = [{k: g[k] for k in ("index", "uuid", "name", "memory_total_mib")}
+                for g in spec_host["gpus"]]
+        lines += ["        %s:" % host.name,
+                  "          ansible_host: %s" % host.address,
+                  "          twin_gpus: %s" % _yaml(gpus)]
+    INVENTORY.write_text("\n".join(lines) + "\n")
+
+
+# -- down --
+def down() -> None:
+    with locked():
+        _teardown()
+
+
+def _teardown() -> None:
+    record = load_record()
+    hosts = _hosts(record) if record else []
+    known = {h.name for h in hosts}
+    strays = set(hostlib.leftover_netns())
+    if NS_DIR.is_dir():
+        strays |= {p.stem for p in NS_DIR.glob("*.mnt")}
+    hosts += [Host(0, name) for name in sorted(strays - known)]
+    # Every host stops before any leaves the bridge: a seat's clients (ssh, docker-proxy)
+    # get their connections closed while the network is still whole.
+    for host in hosts:
+        host.stop()
+    for host in hosts:
+        host.remove()
+    hostlib.bridge_down()
+    if is_mounted(NS_DIR):
+        run(["umount", str(NS_DIR)])
+    if STATE_DIR.exists():
+        shutil.rmtree(STATE_DIR)
+    # The kernel tears network namespaces down asynchronously; wait until their veths are gone.
+    wait_for("the twin's network interfaces to disappear",
+             lambda: not [link for link in os.listdir("/sys/class/net")
+                          if link.startswith(hostlib.VETH_PREFIX)], timeout=30)
+
+
+# -- status --
+def status() -> dict:
+    record = load_record()
+    if not record:
+        return {"up": False, "hosts": []}
+    hosts = []
+    for host, spec_host in zip(_hosts(record), record["fleet"]["hosts"]):
+        daemons = {name: alive(pid) for name, pid in host.pids.items()}
+        hosts.append({
+            "name": host.name, "address": host.address, "daemons": daemons,
+            "gpus": (host.gpu_state() or {}).get("gpus", []) if daemons.get("fakegpud") else [],
+            "containers": host.containers() if daemons.get("dockerd") else [],
+            "spec_gpus": len(spec_host["gpus"]),
+        })
+    return {"up": True, "inventory": record["inventory"], "hosts": hosts}
+
+
+def _labels(container: dict) -> dict:
+    return dict(part.split("=", 1) for part in container.get("Labels", "").split(",")
+                if "=" in part)
+
+
+def format_status(report: dict) -> str:
+    if not report["up"]:
+        return "no twin is up"
+    lines = ["twin: %d host(s); inventory %s" % (len(report["hosts"]), report["inventory"])]
+    for host in report["hosts"]:
+        lines.append("%s  %s  %s" % (host["name"], host["address"], "  ".join(
+            "%s %s" % (name, "up" if ok else "DOWN") for name, ok in host["daemons"].items())))
+        for gpu in host["gpus"]:
+            used = gpu["background_used_mib"] + sum(p["used_mib"] for p in gpu["processes"])
+            free = gpu["memory_total_mib"] - gpu["memory_reserved_mib"] - used
+            procs = ", ".join("pid %d %d MiB" % (p["pid"], p["used_mib"])
+                              for p in gpu["processes"])
+            lines.append("  GPU %d  %s  %s  %d MiB: %d used, %d free%s" % (
+                gpu["index"], gpu["name"], gpu["uuid"], gpu["memory_total_mib"], used, free,
+                "  (%s)" % procs if procs else ""))
+        for container in host["containers"]:
+            labels = _labels(container)
+            compose = labels.get("com.docker.compose.project")
+            lines.append("  container %s  %s  %s%s" % (
+                container["Names"], container["State"], container["Image"],
+                "  compose %s/%s" % (compose, labels.get("com.docker.compose.service"))
+                if compose else ""))
+    return "\n".join(lines)
+
+
+# -- reaching into a host --
+def find_host(name: str) -> Host:
+    record = load_record()
+    if not record:
+        raise TwinError("no twin is up")
+    for host in _hosts(record):
+        if host.name == name:
+            return host
+    raise TwinError("no twin host %r (hosts: %s)"
+                    % (name, ", ".join(h["name"] for h in record["hosts"])))
+
+
+def gpu_request(host: Host, request: dict) -> dict:
+    """Send one request to the host's GPU driver, as a process on that host would."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(host.path(hostlib.GPU_SOCKET))
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        reply = json.loads(conn.makefile("r").readline())
+    if not reply.get("ok"):
+        raise TwinError("GPU driver on %s refused %s: %s" % (host.name, request["op"],
+                                                             reply.get("error")))
+    return reply

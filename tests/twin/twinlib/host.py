@@ -1,0 +1,255 @@
+"""One twin host: a network namespace on the twin's bridge, a mount namespace of its own, and
+the host's sshd, dockerd and simulated GPU driver running inside both.
+
+Measured on the project's machines (shared/reference/test-machine-facts.md): processes enter a
+host with `nsenter --net=... --mount=...` (`ip netns exec` remounts /sys and dockerd then fails
+on the devices cgroup); the mount namespace is kept by a bind mount of its nsfs file
+(`unshare --mount=FILE`), so the host exists without any process holding it open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from .procs import (TwinError, alive, is_mounted, ns_inode, pids_in_namespaces, run, terminate,
+                    wait_for)
+
+STATE_DIR = Path("/var/lib/llmfleet-twin")
+NS_DIR = STATE_DIR / "ns"
+DRIVER_DIR = STATE_DIR / "driver"
+LD_CACHE = DRIVER_DIR / "ld.so.cache"
+NETNS_PREFIX = "llmtwin-"
+BRIDGE = "llmtwin0"
+# A fixed address: a bridge otherwise takes its lowest port's MAC, so it changes when a host
+# leaves, and the other hosts' ARP entries for the bridge go stale mid-teardown.
+BRIDGE_MAC = "02:6c:6c:74:77:01"
+VETH_PREFIX = "ltw"
+# RFC 2544's benchmarking range: reserved, never routed, so these addresses exist only here.
+SUBNET = "198.18.0"
+BRIDGE_ADDRESS = SUBNET + ".1"
+FAKEGPU_DIR = Path(__file__).resolve().parent.parent / "fakegpu"
+# Daemons start with this environment and nothing of the caller's.
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/root", "LANG": "C.UTF-8"}
+DOCKER_SOCKET = "/run/docker.sock"
+GPU_STATE = "/run/fakegpu/state.json"
+GPU_SOCKET = "/run/fakegpu/gpu.sock"
+
+
+def bridge_up() -> None:
+    if run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
+        return
+    run(["ip", "link", "add", BRIDGE, "address", BRIDGE_MAC, "type", "bridge"])
+    run(["ip", "addr", "add", BRIDGE_ADDRESS + "/24", "dev", BRIDGE])
+    run(["ip", "link", "set", BRIDGE, "up"])
+
+
+def bridge_down() -> None:
+    if run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
+        run(["ip", "link", "del", BRIDGE])
+
+
+def ns_dir_up() -> None:
+    """nsfs files can only be bind-mounted below a private mount (as `ip netns` does too)."""
+    NS_DIR.mkdir(parents=True, exist_ok=True)
+    if not is_mounted(NS_DIR):
+        run(["mount", "--bind", str(NS_DIR), str(NS_DIR)])
+        run(["mount", "--make-private", str(NS_DIR)])
+
+
+def leftover_netns() -> list:
+    """Twin hosts' network namespaces on this machine, with or without a record."""
+    names = run(["ip", "netns", "list"]).stdout.split("\n")
+    return sorted(n.split()[0][len(NETNS_PREFIX):] for n in names
+                  if n.startswith(NETNS_PREFIX))
+
+
+class Host:
+    """A twin host, from the spec (index, name, gpus) or from the twin's record."""
+
+    def __init__(self, index: int, name: str, pids: dict | None = None):
+        self.index, self.name = index, name
+        self.address = "%s.%d" % (SUBNET, 11 + index)
+        self.netns = NETNS_PREFIX + name
+        self.veth = "%s%d" % (VETH_PREFIX, index)
+        self.dir = STATE_DIR / "hosts" / name
+        self.mntns = NS_DIR / (name + ".mnt")
+        self.pids = dict(pids or {})
+
+    def record(self) -> dict:
+        return {"index": self.index, "name": self.name, "address": self.address,
+                "pids": self.pids}
+
+    # -- entering the host --
+    def enter(self) -> list:
+        return ["nsenter", "--net=/run/netns/" + self.netns, "--mount=%s" % self.mntns, "--"]
+
+    def exec(self, cmd: list, **kwargs) -> subprocess.CompletedProcess:
+        return run(self.enter() + cmd, env=HOST_ENV, cwd="/", **kwargs)
+
+    def path(self, inside: str) -> str:
+        """A path in this host's mount view, reached from outside through one of its processes."""
+        pid = next((p for p in self.pids.values() if alive(p)), None)
+        if pid is None:
+            raise TwinError("twin host %s has no running process" % self.name)
+        return "/proc/%d/root%s" % (pid, inside)
+
+    def docker(self, args: list, **kwargs) -> subprocess.CompletedProcess:
+        return run(["docker", "-H", "unix://" + self.path(DOCKER_SOCKET)] + args, env=HOST_ENV,
+                   **kwargs)
+
+    # -- making it --
+    def create(self, initial_gpu_state: dict, ssh_dir: Path, nvidia_smi: Path | None) -> None:
+        for sub in ("srv", "sbin", "docker", "logs"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / "gpus.json").write_text(json.dumps(initial_gpu_state, indent=1) + "\n")
+        hook = self.dir / "sbin" / "nvidia-container-runtime-hook"
+        hook.write_text("#!/bin/sh\n# Written by tests/twin/twin: dockerd registers its nvidia "
+                        "device driver because this is on its PATH.\nexec %s %s \"$@\"\n"
+                        % (sys.executable, FAKEGPU_DIR / "hook.py"))
+        hook.chmod(0o755)
+        if nvidia_smi:
+            (self.dir / "sbin" / "nvidia-smi").symlink_to(nvidia_smi)
+        self._write_sshd_config(ssh_dir)
+        self._network()
+        self._mounts()
+
+    def _network(self) -> None:
+        run(["ip", "netns", "add", self.netns])
+        run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0",
+             "netns", self.netns])
+        run(["ip", "link", "set", self.veth, "master", BRIDGE, "up"])
+        run(["ip", "-n", self.netns, "addr", "add", self.address + "/24", "dev", "eth0"])
+        run(["ip", "-n", self.netns, "link", "set", "eth0", "up"])
+        run(["ip", "-n", self.netns, "link", "set", "lo", "up"])
+
+    def _mounts(self) -> None:
+        self.mntns.touch()
+        run(["unshare", "--mount=%s" % self.mntns, "--propagation", "private", "true"])
+        # The new view starts as a copy of this one: drop its copies of other namespaces'
+        # files, or they would keep other hosts' namespaces alive after `down`.
+        script = """set -e
+findmnt -rn -t nsfs -o TARGET | while read -r ns; do umount -l "$ns"; done
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/sshd /run/fakegpu /run/lock
+mount --bind {dir}/srv /srv
+mount --bind {dir}/sbin /usr/local/sbin
+if [ -f {cache} ]; then mount --bind {cache} /etc/ld.so.cache; fi
+""".format(dir=self.dir, cache=LD_CACHE)
+        run(["nsenter", "--mount=%s" % self.mntns, "--", "sh", "-c", script])
+
+    def _write_sshd_config(self, ssh_dir: Path) -> None:
+        key = self.dir / "ssh_host_ed25519_key"
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "root@" + self.name,
+                 "-f", str(key)])
+        (self.dir / "sshd_config").write_text("""# Written by tests/twin/twin for host {name}.
+ListenAddress {address}
+HostKey {key}
+PidFile /run/sshd.pid
+AuthorizedKeysFile {ssh_dir}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+# PAM would read the machine's /etc/environment and session modules; keys are enough here.
+UsePAM no
+PrintMotd no
+AcceptEnv LANG LC_*
+MaxStartups 50:30:100
+MaxSessions 50
+Subsystem sftp /usr/lib/openssh/sftp-server
+""".format(name=self.name, address=self.address, key=key, ssh_dir=ssh_dir))
+
+    def host_key(self) -> str:
+        return (self.dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+
+    def _spawn(self, name: str, cmd: list) -> None:
+        with open(self.dir / "logs" / (name + ".log"), "ab") as log:
+            proc = subprocess.Popen(self.enter() + cmd, env=HOST_ENV, cwd="/",
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        # nsenter without --pid or --user execs the command: this is the daemon's own PID.
+        self.pids[name] = proc.pid
+
+    def start(self) -> None:
+        self._spawn("fakegpud", [sys.executable, str(FAKEGPU_DIR / "fakegpud.py"),
+                                 "--initial", str(self.dir / "gpus.json"),
+                                 "--state", GPU_STATE, "--socket", GPU_SOCKET])
+        self._spawn("dockerd", ["dockerd", "--data-root", str(self.dir / "docker"),
+                                "--storage-driver=overlay2", "--iptables=false",
+                                "--ip6tables=false"])
+        self._spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.dir / "sshd_config")])
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        def up(name: str, check) -> bool:
+            if not alive(self.pids[name]):
+                log = (self.dir / "logs" / (name + ".log")).read_text(errors="replace")
+                raise TwinError("%s on twin host %s exited:\n%s"
+                                % (name, self.name, "\n".join(log.splitlines()[-15:])))
+            return check()
+
+        wait_for("the GPU driver on " + self.name,
+                 lambda: up("fakegpud", lambda: os.path.exists(self.path(GPU_SOCKET))), timeout)
+        wait_for("dockerd on " + self.name,
+                 lambda: up("dockerd", lambda: self.docker(["version"], check=False,
+                                                           timeout=10).returncode == 0), timeout,
+                 interval=0.2)
+        wait_for("sshd on " + self.name, lambda: up("sshd", self._ssh_port_open), timeout)
+
+    def _ssh_port_open(self) -> bool:
+        try:
+            with socket.create_connection((self.address, 22), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def import_image(self, tarball: Path, tag: str, entrypoint: list, env: dict) -> None:
+        changes = ["--change", "ENTRYPOINT %s" % json.dumps(entrypoint),
+                   "--change", "WORKDIR /vllm-workspace"]
+        for key, value in env.items():
+            changes += ["--change", "ENV %s=%s" % (key, value)]
+        self.docker(["import"] + changes + [str(tarball), tag], timeout=300)
+
+    # -- looking at it --
+    def gpu_state(self) -> dict | None:
+        try:
+            with open(self.path(GPU_STATE), encoding="utf-8") as handle:
+                return json.load(handle)
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def containers(self) -> list:
+        proc = self.docker(["ps", "-a", "--no-trunc", "--format", "{{json .}}"], check=False,
+                           timeout=20)
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    # -- removing it --
+    def stop(self) -> None:
+        """End every process of the host: containers first, through their dockerd, then all
+        that lives in the host's namespaces or descends from it. Works on half-made hosts."""
+        if alive(self.pids.get("dockerd")):
+            ids = self.docker(["ps", "-aq"], check=False, timeout=30).stdout.split()
+            if ids:
+                self.docker(["rm", "-f"] + ids, check=False, timeout=120)
+        mnt = ns_inode(str(self.mntns)) if is_mounted(self.mntns) else None
+        terminate(pids_in_namespaces(mnt, ns_inode("/run/netns/" + self.netns)), grace=10)
+
+    def remove(self) -> None:
+        """Remove the stopped host's namespaces and files."""
+        if is_mounted(self.mntns):
+            run(["umount", str(self.mntns)])
+        if self.mntns.exists():
+            self.mntns.unlink()
+        if ns_inode("/run/netns/" + self.netns):
+            # Closed connections linger in FIN-WAIT and would keep the namespace (and its veth)
+            # for a minute; destroy them so the namespace goes now.
+            run(["nsenter", "--net=/run/netns/" + self.netns, "ss", "-K", "-a"], check=False)
+            run(["ip", "netns", "del", self.netns])
+        if self.dir.exists():
+            shutil.rmtree(self.dir)

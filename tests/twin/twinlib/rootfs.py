@@ -1,0 +1,177 @@
+"""The seat image's root filesystem, built from this machine's files (no registry is reachable).
+
+It holds Debian's system Python (the interpreter, its standard library and every shared library
+`ldd` finds for it and its extension modules), /bin/sh and /usr/bin/env for `#!` lines, and a copy
+of tests/twin/seat/ under /opt/seat. The tarball is written with fixed owners and times, so the
+same inputs give the same bytes; its name carries a digest of them, which makes it a cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+PYTHON = "/usr/bin/python3.11"
+STDLIB = "/usr/lib/python3.11"
+# Entry points for `#!/usr/bin/env python3` scripts and compose `CMD-SHELL` healthchecks.
+EXTRA_BINARIES = ("/bin/sh", "/usr/bin/env")
+# Parts of the standard library a server never imports; the static libpython alone is 25 MB.
+STDLIB_SKIP = re.compile(
+    r"^(config-3\.11-[^/]*|test|idlelib|tkinter|turtledemo|ensurepip|lib2to3|pydoc_data)(/|$)"
+    r"|^lib-dynload/(_test|xxlimited|_xxtestfuzz|_ctypes_test)")
+SEAT_DIR_IN_IMAGE = "/opt/seat"
+MTIME = 1_700_000_000
+
+
+class RootfsError(RuntimeError):
+    """The machine lacks something the image needs."""
+
+
+def _shared_libraries(binaries: list[str]) -> set[str]:
+    """Every library the dynamic linker resolves for these binaries, plus the loader itself."""
+    libraries: set[str] = set()
+    for start in range(0, len(binaries), 200):
+        out = subprocess.run(["ldd"] + binaries[start:start + 200], capture_output=True,
+                             text=True, check=False).stdout
+        for line in out.splitlines():
+            match = re.search(r"=>\s+(/\S+)|^\s*(/\S+)\s+\(0x", line)
+            if match:
+                libraries.add(match.group(1) or match.group(2))
+    return libraries
+
+
+def _stdlib_files() -> list[str]:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(STDLIB):
+        rel_dir = os.path.relpath(dirpath, STDLIB)
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if not STDLIB_SKIP.match(rel_dir + d))
+        files.extend(os.path.join(dirpath, f) for f in sorted(filenames)
+                     if not STDLIB_SKIP.match(rel_dir + f))
+    return files
+
+
+def _seat_files(seat_dir: Path) -> list[Path]:
+    if not seat_dir.is_dir():
+        return []
+    return sorted(p for p in seat_dir.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc"))
+
+
+class _Archive:
+    """A tarball whose members all belong to root and carry one fixed mtime."""
+
+    def __init__(self, tar: tarfile.TarFile):
+        self.tar = tar
+        self.names: set[str] = set()
+
+    def _info(self, name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name.lstrip("/"))
+        info.type, info.mode, info.mtime = kind, mode, MTIME
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    def directory(self, name: str, mode: int = 0o755) -> None:
+        name = name.rstrip("/")
+        if not name or name in self.names:
+            return
+        self.directory(os.path.dirname(name))
+        self.names.add(name)
+        self.tar.addfile(self._info(name, tarfile.DIRTYPE, mode))
+
+    def symlink(self, name: str, target: str) -> None:
+        if name in self.names:
+            return
+        self.directory(os.path.dirname(name))
+        self.names.add(name)
+        info = self._info(name, tarfile.SYMTYPE, 0o777)
+        info.linkname = target
+        self.tar.addfile(info)
+
+    def data(self, name: str, content: bytes, mode: int = 0o644) -> None:
+        if name in self.names:
+            return
+        self.directory(os.path.dirname(name))
+        self.names.add(name)
+        info = self._info(name, tarfile.REGTYPE, mode)
+        info.size = len(content)
+        self.tar.addfile(info, io.BytesIO(content))
+
+    def host_path(self, path: str) -> None:
+        """Copy a file from this machine at the same path, following its chain of symlinks.
+
+        Members are named by their real directory (/usr/lib/..., not /lib/...), because a
+        tarball entry below a symlink is refused by `docker import`.
+        """
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if os.path.islink(path):
+            target = os.readlink(path)
+            self.symlink(path, target)
+            self.host_path(os.path.normpath(os.path.join(os.path.dirname(path), target)))
+        elif os.path.isfile(path):
+            with open(path, "rb") as handle:
+                self.data(path, handle.read(), os.stat(path).st_mode & 0o777)
+
+
+def _top_level_links(archive: _Archive) -> None:
+    """Debian 12 merges /usr: /bin, /lib, /lib64 and /sbin are links, and ld.so lives under them."""
+    for name in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(name):
+            archive.symlink(name, os.readlink(name))
+
+
+def inputs_digest(seat_dir: Path, programs: list) -> str:
+    """A digest of everything the image is made from: this recipe, the interpreter, the seat."""
+    digest = hashlib.sha256(" ".join(programs).encode())
+    for path in [Path(__file__), Path(PYTHON)] + _seat_files(seat_dir):
+        stat = path.stat()
+        digest.update(("%s %d %d\n" % (path, stat.st_size, int(stat.st_mtime))).encode())
+    return digest.hexdigest()[:16]
+
+
+def build_rootfs(seat_dir: Path, cache_dir: Path, programs: list) -> Path:
+    """Write (or reuse) the image tarball and return its path. Each of `programs` found in
+    `seat_dir` becomes a command on the image's PATH (/usr/local/bin), run by python3."""
+    if not os.access(PYTHON, os.X_OK):
+        raise RootfsError("the seat image needs Debian's %s (apt-get install python3)" % PYTHON)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    out = cache_dir / ("seat-rootfs-%s.tar" % inputs_digest(seat_dir, programs))
+    if out.exists():
+        return out
+
+    stdlib = _stdlib_files()
+    extensions = [f for f in stdlib if f.endswith(".so")]
+    libraries = _shared_libraries([PYTHON] + list(EXTRA_BINARIES) + extensions)
+    partial = out.with_suffix(".partial")
+    with tarfile.open(partial, "w", format=tarfile.GNU_FORMAT) as tar:
+        archive = _Archive(tar)
+        _top_level_links(archive)
+        for name in ("/etc", "/proc", "/sys", "/dev", "/run", "/root", "/usr/local/bin",
+                     "/vllm-workspace"):
+            archive.directory(name)
+        archive.directory("/tmp", 0o1777)
+        archive.data("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
+                                    b"nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
+        archive.data("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+        for path in [PYTHON] + list(EXTRA_BINARIES) + sorted(libraries) + stdlib:
+            archive.host_path(path)
+        archive.symlink("/usr/bin/python3", "python3.11")
+        for path in _seat_files(seat_dir):
+            archive.data("%s/%s" % (SEAT_DIR_IN_IMAGE, path.relative_to(seat_dir)),
+                         path.read_bytes(), path.stat().st_mode & 0o777)
+        for program in programs:
+            if (seat_dir / program).is_file():
+                archive.data("/usr/local/bin/" + program, b'#!/bin/sh\nexec /usr/bin/python3 '
+                             b'%s/%s "$@"\n' % (SEAT_DIR_IN_IMAGE.encode(), program.encode()),
+                             0o755)
+    partial.rename(out)
+    for stale in cache_dir.glob("seat-rootfs-*.tar"):
+        if stale != out:
+            stale.unlink()
+    return out
