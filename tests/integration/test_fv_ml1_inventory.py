@@ -151,9 +151,27 @@ def sizing():
     return by_seat, tasks["Print the sizing table"]["msg"]
 
 
-def _evaluate(tmp_path, requests):
+def _concurrency(result):
+    """The unrounded figure when the module gives it (vLLM prints 2 decimals)."""
+    return result.get("max_concurrency_exact", result["max_concurrency"])
+
+
+def _request(seat, budget):
+    """kv_budget's arguments to evaluate ``budget`` for this seat, as the playbook would."""
+    request = {"model_config_path": str(INVENTORY / seat["model_config"]),
+               "max_model_len": seat["max_model_len"], "kv_cache_dtype": seat["kv_cache_dtype"],
+               "kv_cache_memory_bytes": budget}
+    for option in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        if option in seat:
+            request[option] = seat[option]
+    return request
+
+
+def _evaluate(tmp_path, host, requests):
     """kv_budget on explicit budgets, through one real ansible-playbook run."""
     _require_kv_budget()
+    for request in requests:
+        request["gpu"] = host["llmfleet_gpu_profile"]
     tasks = [{"name": "evaluate %d" % index, "llmfleet.seats.kv_budget": request,
               "register": "evaluated_%d" % index} for index, request in enumerate(requests)]
     results = ", ".join("evaluated_%d" % index for index in range(len(requests)))
@@ -184,7 +202,8 @@ def test_every_seat_boots_and_pins_are_honoured(sizing, seats):
 
 
 @pytest.mark.slow
-def test_rule_sized_budgets_are_half_gib_multiples_that_cover_the_factor(sizing, seats, tmp_path):
+def test_rule_sized_budgets_are_half_gib_multiples_that_cover_the_factor(sizing, host, seats,
+                                                                       tmp_path):
     by_seat, _ = sizing
     ruled = {name: seats[name].get("kv_factor", 1.25) for name in by_seat
              if "kv_cache_memory_bytes" not in seats[name]}
@@ -192,34 +211,25 @@ def test_rule_sized_budgets_are_half_gib_multiples_that_cover_the_factor(sizing,
     for name, factor in ruled.items():
         result = by_seat[name]
         assert result["kv_cache_memory_bytes"] % HALF_GIB == 0, name
-        assert result["max_concurrency"] >= factor, (name, result["max_concurrency"])
+        assert _concurrency(result) >= factor, (name, _concurrency(result))
     # The rule's "smallest": half a GiB less no longer covers the factor (or does not boot).
     names = sorted(ruled)
-    smaller = _evaluate(tmp_path, [{
-        "model_config_path": str(INVENTORY / seats[name]["model_config"]),
-        "max_model_len": seats[name]["max_model_len"],
-        "kv_cache_dtype": seats[name]["kv_cache_dtype"],
-        "kv_cache_memory_bytes": by_seat[name]["kv_cache_memory_bytes"] - HALF_GIB,
-    } for name in names])
+    smaller = _evaluate(tmp_path, host, [
+        _request(seats[name], by_seat[name]["kv_cache_memory_bytes"] - HALF_GIB) for name in names])
     for name, result in zip(names, smaller):
-        assert not result["boot_ok"] or result["max_concurrency"] < ruled[name], name
+        assert not result["boot_ok"] or _concurrency(result) < ruled[name], name
 
 
 @pytest.mark.slow
-def test_meromero_reproduces_the_seeds_boot_line(seats, tmp_path):
+def test_meromero_reproduces_the_seeds_boot_line(host, seats, tmp_path):
     # Seed 002: gemma-4-26B-A4B at util 0.47 logged "27.37 GiB and 1,724,110 tokens ... 6.5 full
     # length 262K sequences". vLLM prints GiB rounded to 2 places, so the budget lay in
     # [27.365, 27.375) GiB; tokens grow with the budget, so the seed's count must lie between
     # the counts at the two ends.
     seat = seats["meromero-rp"]
-    low, high = _evaluate(tmp_path, [{
-        "model_config_path": str(INVENTORY / seat["model_config"]),
-        "max_model_len": seat["max_model_len"],
-        "kv_cache_dtype": seat["kv_cache_dtype"],
-        "kv_cache_memory_bytes": int(gib * GIB),
-    } for gib in (27.365, 27.375)])
+    low, high = _evaluate(tmp_path, host, [_request(seat, int(gib * GIB)) for gib in (27.365, 27.375)])
     assert low["kv_cache_tokens"] <= 1724110 <= high["kv_cache_tokens"]
-    assert low["max_concurrency"] >= 6.5
+    assert _concurrency(low) >= 6.5
 
 
 @pytest.mark.slow
@@ -230,7 +240,7 @@ def test_gen_small_against_the_seeds_461215_tokens(sizing):
     # fp8, -40 % at bf16), which is what this guards.
     result = sizing[0]["gen-small"]
     assert abs(result["kv_cache_tokens"] - 461215) / 461215 < 0.03, result["kv_cache_tokens"]
-    assert result["max_concurrency"] >= 1.76 * 0.97, "it holds more than one full 262k request"
+    assert _concurrency(result) >= 1.76 * 0.97, "it holds more than one full 262k request"
 
 
 @pytest.mark.slow
