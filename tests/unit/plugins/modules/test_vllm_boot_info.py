@@ -1,0 +1,61 @@
+"""vllm_boot_info's main(): the contract keys, argument rules, and clear failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmfleet.seats.plugins.modules import vllm_boot_info
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm_logs"
+CONTRACT = {"kv_cache_tokens", "max_concurrency", "max_model_len", "kv_cache_memory_bytes",
+            "available_kv_cache_gib", "model_weights_gib", "ready", "oom_events", "errors"}
+
+
+def run(capsys, args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        vllm_boot_info.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_reads_a_log_given_as_text(capsys):
+    log = (FIXTURES / "v0.33.0-seed-gen-small-no-logo.log").read_text(encoding="utf-8")
+    code, result = run(capsys, {"log": log})
+    assert code == 0 and result["changed"] is False
+    assert CONTRACT <= set(result)
+    assert (result["kv_cache_memory_bytes"], result["kv_cache_tokens"], result["max_concurrency"],
+            result["max_model_len"], result["ready"]) == (5905580032, 461215, 1.76, 262144, True)
+
+
+def test_check_mode_reads_too(capsys):
+    log = (FIXTURES / "v0.10.1.1-util-ready.log").read_text(encoding="utf-8")
+    code, result = run(capsys, {"log": log, "_ansible_check_mode": True})
+    assert code == 0 and result["available_kv_cache_gib"] == 24.58
+
+
+def test_a_failed_boot_is_data_not_a_module_failure(capsys):
+    log = (FIXTURES / "v0.33.0-admission-failed.log").read_text(encoding="utf-8")
+    code, result = run(capsys, {"log": log})
+    assert code == 0 and result["ready"] is False
+    assert result["admission_check"]["estimated_max_model_len"] == 58224
+
+
+@pytest.mark.parametrize("args, message", [
+    ({}, "one of the following is required: log, container"),
+    ({"log": "x", "container": "seat"}, "parameters are mutually exclusive: log|container"),
+    ({"log": "x", "since": "10m"}, "missing parameter(s) required by 'since': container"),
+    ({"log": "x", "docker_host": "unix:///run/docker.sock"},
+     "missing parameter(s) required by 'docker_host': container"),
+    ({"container": "seat", "timeout": 0}, "timeout: expected seconds > 0, got 0"),
+    ({"container": " "}, "container: expected a docker container name or id, got ' '"),
+    ({"container": "seat", "docker_cli": "/nonexistent/docker"},
+     "container seat: cannot run /nonexistent/docker: "),
+])
+def test_bad_input_is_one_clear_error(capsys, args, message):
+    code, result = run(capsys, args)
+    assert code == 1 and result["failed"] is True
+    assert result["msg"].startswith(message), result["msg"]
+    assert "Traceback" not in result["msg"]
