@@ -5,12 +5,15 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Recorded gpu_info readings ("snapshots"): a versioned JSON file per host.
+"""gpu_info readings, live or recorded: snapshots, and the lookups roles make on them.
 
-A snapshot taken at the plateau, a day or two after the seats booted, is what placement plans
-against; the free memory right after a restart is not. The file carries the schema name and
-version, the host, when it was taken (UTC) and which source read it, then the ``gpus`` list
-exactly as gpu_info returns it.
+A snapshot is a versioned JSON file per host. One taken at the plateau, a day or two after the
+seats booted, is what placement plans against; the free memory right after a restart is not.
+The file carries the schema name and version, the host, when it was taken (UTC) and which
+source read it, then the ``gpus`` list exactly as gpu_info returns it.
+
+The lookups (free MiB by UUID, each seat's MiB per GPU, a summary line per GPU, Beszel's
+readings in MiB) serve the filters in ``plugins/filter/gpu.py``.
 """
 
 from __future__ import annotations
@@ -169,3 +172,111 @@ def write_snapshot_file(path, text, check_mode=False):
         os.unlink(tmp)
         raise SnapshotError("snapshot %s: cannot write it: %s" % (path, exc.strerror or exc))
     return True
+
+
+class ReadingError(ValueError):
+    """A value that is not a gpu_info reading (or a Beszel one); the message says what was expected."""
+
+
+# Beszel's agent stores nvidia-smi's MiB divided by 1.024 ("mebibytesInAMegabyte",
+# henrygd/beszel agent/gpu.go); seed 000 reads plateaus back as stats.g.<n>.mu x 1.024.
+BESZEL_MIB_FACTOR = 1.024
+
+
+def beszel_mib(value, what="beszel_mib"):
+    """MiB from a Beszel GPU memory reading (``mu`` or ``mt``), rounded to the nearest MiB."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ReadingError("%s: expected a Beszel memory reading (a number such as 86480.27), "
+                               "got %r" % (what, value))
+    if value < 0:
+        raise ReadingError("%s: expected a reading >= 0, got %r" % (what, value))
+    return int(value * BESZEL_MIB_FACTOR + 0.5)
+
+
+def beszel_gpus(stats):
+    """``{gpu id: {name, used_mib, total_mib, free_mib}}`` from a Beszel system-stats record
+    (its ``g`` map of ``{n, mu, mt, ...}``) or from the ``g`` map itself."""
+    if isinstance(stats, dict) and isinstance(stats.get("g"), dict):
+        stats = stats["g"]
+    if not isinstance(stats, dict):
+        raise ReadingError("beszel_gpus: expected Beszel system stats (with a 'g' map of GPUs) or "
+                           "that map, got %s" % type(stats).__name__)
+    result = {}
+    for gpu_id, reading in stats.items():
+        if not isinstance(reading, dict):
+            raise ReadingError("beszel_gpus: g.%s: expected an object with mu/mt, got %r" % (gpu_id, reading))
+        used = beszel_mib(reading.get("mu", 0), "beszel_gpus: g.%s.mu" % gpu_id)
+        total = beszel_mib(reading["mt"], "beszel_gpus: g.%s.mt" % gpu_id) if "mt" in reading else None
+        result[str(gpu_id)] = {"name": reading.get("n"), "used_mib": used, "total_mib": total,
+                               "free_mib": None if total is None else total - used}
+    return result
+
+
+def reading_gpus(reading, what):
+    """The ``gpus`` list of a gpu_info result (or the list itself), each with a UUID."""
+    gpus = reading.get("gpus") if isinstance(reading, dict) else reading
+    if not isinstance(gpus, list):
+        raise ReadingError("%s: expected a gpu_info result or its gpus list, got %s"
+                           % (what, type(reading).__name__))
+    for number, gpu in enumerate(gpus):
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("uuid"), str):
+            raise ReadingError("%s: gpus[%d]: expected a GPU with a uuid, got %r" % (what, number, gpu))
+    return gpus
+
+
+def gpus_by_uuid(reading):
+    """``{uuid: gpu}``: the key everything downstream uses."""
+    return {gpu["uuid"]: gpu for gpu in reading_gpus(reading, "gpu_by_uuid")}
+
+
+def free_mib_by_uuid(reading):
+    """``{uuid: free MiB}``."""
+    return {gpu["uuid"]: gpu.get("memory_free_mib") for gpu in reading_gpus(reading, "gpu_free_mib_by_uuid")}
+
+
+def seat_mib(reading, compose_project=None):
+    """``{compose service: {uuid: MiB}}``: what each seat holds on each GPU (a TP seat spans
+    several), from the processes attributed to compose services; ``compose_project`` limits it
+    to one project."""
+    seats = {}
+    for gpu in reading_gpus(reading, "gpu_seat_mib"):
+        for process in gpu.get("processes") or []:
+            service = process.get("compose_service")
+            if not service or process.get("used_mib") is None:
+                continue
+            if compose_project is not None and process.get("compose_project") != compose_project:
+                continue
+            per_gpu = seats.setdefault(service, {})
+            per_gpu[gpu["uuid"]] = per_gpu.get(gpu["uuid"], 0) + process["used_mib"]
+    return seats
+
+
+def _short_uuid(uuid):
+    return uuid[:12] if uuid.startswith("GPU-") else uuid[:8]
+
+
+def _mib(value):
+    return "?" if value is None else "{:,}".format(value)
+
+
+def summary_line(gpu):
+    """One line per GPU: ``GPU 1 (GPU-6b2d1d7f) NVIDIA ...: 86,491 / 97,887 MiB used, 10,864
+    free, 532 reserved | gen-small 17,733, meromero-rp 39,864 | unattributed 434``."""
+    if not isinstance(gpu, dict) or not isinstance(gpu.get("uuid"), str):
+        raise ReadingError("gpu_summary: expected a GPU of a gpu_info result, got %r" % (gpu,))
+    head = "GPU %s (%s) %s: %s / %s MiB used, %s free" % (
+        gpu.get("index", "?"), _short_uuid(gpu["uuid"]), gpu.get("name") or "unknown GPU",
+        _mib(gpu.get("memory_used_mib")), _mib(gpu.get("memory_total_mib")), _mib(gpu.get("memory_free_mib")))
+    if gpu.get("memory_reserved_mib"):
+        head += ", %s reserved" % _mib(gpu["memory_reserved_mib"])
+    holders = []
+    for process in gpu.get("processes") or []:
+        who = process.get("compose_service") or process.get("container") or "pid %s" % process.get("pid")
+        holders.append("%s %s" % (who, _mib(process.get("used_mib"))))
+    parts = [head, ", ".join(holders) if holders else "no processes"]
+    if gpu.get("unattributed_mib") is not None:
+        parts.append("unattributed %s" % _mib(gpu["unattributed_mib"]))
+    return " | ".join(parts)

@@ -71,7 +71,7 @@ def _first_line(text):
 
 
 def check_failure(args, rc, stdout, stderr):
-    """Raise NvidiaSmiError for a failed run. Returns False when no GPU exists, else True.
+    """Raise NvidiaSmiError for a failed run. Returns False when the driver sees no GPU, else True.
 
     nvidia-smi prints its errors on stdout or stderr depending on the release, so both are read.
     """
@@ -97,7 +97,7 @@ def check_failure(args, rc, stdout, stderr):
         raise NvidiaSmiFieldError(
             "%s: this nvidia-smi does not know the field %s (exit %d); the driver is older than "
             "the query expects" % (command, field.group(1), rc), field.group(1))
-    if "No devices were found" in text:
+    if "No devices were found" in text or "No supported GPUs were found" in text:
         return False
     if rc != 0:
         meaning = EXIT_CODES.get(rc, "an undocumented exit code")

@@ -10,8 +10,8 @@ module: gpu_info
 short_description: Read what the GPUs hold, and who holds it, through NVML, nvidia-smi or a snapshot
 version_added: 0.1.0
 description:
-  - Reads every NVIDIA GPU of the target: index, UUID, name, PCI bus id, total, reserved, used
-    and free memory in MiB, MIG mode, and the compute processes with their memory.
+  - Reads every NVIDIA GPU of the target (index, UUID, name, PCI bus id, total, reserved, used
+    and free memory in MiB, MIG mode) and the compute processes with their memory.
   - Attributes each process to its container and docker compose project/service through
     C(/proc/<pid>/cgroup) (cgroup v1 and v2) and the Docker Engine API, and reports per GPU the
     memory no container accounts for (RV(gpus[].unattributed_mib)).
@@ -29,6 +29,11 @@ attributes:
     details:
       - Reading changes nothing. The one thing the module can write is O(save_snapshot_path); in
         check mode that file is not written and RV(ignore:changed) says whether it would change.
+  idempotent:
+    support: partial
+    details:
+      - Reading is idempotent. With O(save_snapshot_path) each run records a new reading with a
+        new time, so the file changes, and RV(ignore:changed) is true, every run.
 requirements:
   - nvidia-ml-py (C(import pynvml)) on the target for O(source=nvml) (and for O(source=auto) to
     use NVML rather than nvidia-smi).
@@ -37,9 +42,11 @@ notes:
   - NVML and nvidia-smi report host PIDs. Run the module on the GPU host itself (with C(become)
     where C(/proc) or the Docker socket needs it), not inside a container; a PID it cannot
     resolve says why in RV(gpus[].processes[].attribution).
-  - MiB figures from NVML are rounded for planning: used and reserved up, free down.
+  - MiB figures from NVML are rounded for planning (used and reserved up, free down).
   - In MIG mode the figures are those of the whole card; processes carry their GPU and compute
     instance ids.
+  - C(docs/plateau-snapshots.md) in this collection explains when to record a snapshot and how
+    the placement and rebalance roles use it.
 options:
   source:
     description:
@@ -62,8 +69,8 @@ options:
     type: path
   snapshot_host:
     description:
-      - The host name recorded in a saved snapshot. Defaults to the target's host name; pass
-        C({{ inventory_hostname }}) to record the name the inventory uses.
+      - "The host name recorded in a saved snapshot. Defaults to the target's host name; pass
+        C({{ inventory_hostname }}) to record the name the inventory uses."
     type: str
   attribute_processes:
     description:
@@ -76,10 +83,6 @@ options:
       - The Docker Engine to ask about containers, for example V(unix:///run/docker.sock).
       - Defaults to the target's E(DOCKER_HOST), then V(unix:///var/run/docker.sock).
     type: str
-seealso:
-  - name: Recording and using plateau snapshots
-    description: docs/plateau-snapshots.md in this collection.
-    link: https://example.invalid/llmfleet/seats/docs/plateau-snapshots.md
 """
 
 EXAMPLES = r"""
@@ -204,8 +207,8 @@ gpus:
       type: int
     unattributed_mib:
       description:
-        - Used memory no container accounts for (used - attributed): driver and CUDA contexts,
-          processes outside containers, and tenants nobody could name.
+        - Used memory no container accounts for (used - attributed), that is driver and CUDA
+          contexts, processes outside containers, and tenants nobody could name.
       type: int
     unlisted_mib:
       description: Used memory that no listed process accounts for (used - all processes).
