@@ -242,7 +242,7 @@ def main(argv=None) -> int:
     print("fakegpud: %d GPU(s), socket %s, state %s" % (len(state["gpus"]), args.socket,
                                                      args.state), flush=True)
     try:
-        server.serve_forever()
+        server.serve_forever(poll_interval=0.1)
     finally:
         server.server_close()
         os.unlink(args.socket)

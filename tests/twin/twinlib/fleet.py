@@ -217,7 +217,7 @@ def _teardown() -> None:
     known = {h.name for h in hosts}
     strays = set(hostlib.leftover_netns())
     if NS_DIR.is_dir():
-        strays |= {p.stem for p in NS_DIR.glob("*.mnt")}
+        strays |= {p.stem for p in NS_DIR.glob("*.mnt")} | {p.stem for p in NS_DIR.glob("*.uts")}
     hosts += [Host(0, name) for name in sorted(strays - known)]
     # Every host stops before any leaves the bridge: a seat's clients (ssh, docker-proxy)
     # get their connections closed while the network is still whole.

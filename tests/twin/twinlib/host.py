@@ -80,6 +80,7 @@ class Host:
         self.veth = "%s%d" % (VETH_PREFIX, index)
         self.dir = STATE_DIR / "hosts" / name
         self.mntns = NS_DIR / (name + ".mnt")
+        self.utsns = NS_DIR / (name + ".uts")
         self.pids = dict(pids or {})
 
     def record(self) -> dict:
@@ -88,7 +89,8 @@ class Host:
 
     # -- entering the host --
     def enter(self) -> list:
-        return ["nsenter", "--net=/run/netns/" + self.netns, "--mount=%s" % self.mntns, "--"]
+        return ["nsenter", "--net=/run/netns/" + self.netns, "--mount=%s" % self.mntns,
+                "--uts=%s" % self.utsns, "--"]
 
     def exec(self, cmd: list, **kwargs) -> subprocess.CompletedProcess:
         return run(self.enter() + cmd, env=HOST_ENV, cwd="/", **kwargs)
@@ -131,7 +133,9 @@ class Host:
 
     def _mounts(self) -> None:
         self.mntns.touch()
-        run(["unshare", "--mount=%s" % self.mntns, "--propagation", "private", "true"])
+        self.utsns.touch()
+        run(["unshare", "--mount=%s" % self.mntns, "--propagation", "private",
+             "--uts=%s" % self.utsns, "hostname", self.name])
         # The new view starts as a copy of this one: drop its copies of other namespaces'
         # files, or they would keep other hosts' namespaces alive after `down`.
         script = """set -e
@@ -242,10 +246,11 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
     def remove(self) -> None:
         """Remove the stopped host's namespaces and files."""
-        if is_mounted(self.mntns):
-            run(["umount", str(self.mntns)])
-        if self.mntns.exists():
-            self.mntns.unlink()
+        for ns_file in (self.mntns, self.utsns):
+            if is_mounted(ns_file):
+                run(["umount", str(ns_file)])
+            if ns_file.exists():
+                ns_file.unlink()
         if ns_inode("/run/netns/" + self.netns):
             # Closed connections linger in FIN-WAIT and would keep the namespace (and its veth)
             # for a minute; destroy them so the namespace goes now.

@@ -29,7 +29,8 @@ HOST_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_HOSTS = 200  # the twin's /24 holds hosts .11 to .210
 
-_TOP_KEYS = {"hosts", "gpus", "images", "driver_version", "nvml_version", "cuda_driver_version"}
+_TOP_KEYS = {"description", "hosts", "gpus", "images", "driver_version", "nvml_version",
+             "cuda_driver_version"}
 _HOST_KEYS = {"name", "gpus"}
 _GPU_KEYS = {"count", "name", "memory_total_mib", "memory_reserved_mib", "background_used_mib",
              "uuid", "uuids"}

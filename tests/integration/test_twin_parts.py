@@ -1,0 +1,303 @@
+"""The fleet twin's parts, each at its own boundary: the spec, the simulated GPU driver (a real
+daemon on a real unix socket, real client processes), the runtime hook's device selection and
+the seat image's root filesystem (run with chroot). The whole twin is in test_twin.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+TWIN_DIR = Path(__file__).resolve().parents[1] / "twin"
+sys.path.insert(0, str(TWIN_DIR))
+sys.path.insert(0, str(TWIN_DIR / "fakegpu"))
+
+import hook  # noqa: E402  (tests/twin/fakegpu/hook.py)
+from twinlib import fleet, rootfs  # noqa: E402
+from twinlib.spec import SpecError, gpu_state, parse_spec, stable_uuid  # noqa: E402
+
+REPO = TWIN_DIR.parents[1]
+H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
+
+
+# -- the spec --
+def test_hosts_count_gives_named_hosts_with_stable_unique_uuids():
+    fleet_spec = parse_spec(None, 3)
+    names = [h["name"] for h in fleet_spec["hosts"]]
+    assert names == ["twin1", "twin2", "twin3"]
+    uuids = [g["uuid"] for h in fleet_spec["hosts"] for g in h["gpus"]]
+    assert len(uuids) == 6 and len(set(uuids)) == 6
+    assert uuids == [g["uuid"] for h in parse_spec(None, 3)["hosts"] for g in h["gpus"]]
+    assert uuids[0] == stable_uuid("twin1", 0) != stable_uuid("twin2", 0)
+    assert fleet_spec["images"]["vllm/vllm-openai:v0.33.0"] == "vllm"
+
+
+def test_fv_ml1_spec_matches_the_fv_ml1_inventory():
+    with open(TWIN_DIR / "specs" / "fv-ml1.json", encoding="utf-8") as handle:
+        fleet_spec = parse_spec(json.load(handle))
+    (host,) = fleet_spec["hosts"]
+    with open(REPO / "inventories" / "fv-ml1" / "host_vars" / "fv-ml1.yml", encoding="utf-8") as handle:
+        inventory = yaml.safe_load(handle)
+    assert host["name"] == "fv-ml1"
+    assert [(g["index"], g["uuid"], g["name"], g["memory_total_mib"]) for g in host["gpus"]] == [
+        (g["index"], g["uuid"], g["name"], g["memory_total_mib"])
+        for g in inventory["llmfleet_gpus"]]
+    assert [g["memory_total_mib"] for g in host["gpus"]] == [97887] * 4
+    seat_images = {s["image"] for s in inventory["llmfleet_seats"]}
+    assert seat_images <= set(fleet_spec["images"])
+
+
+def test_gpu_entries_expand_counts_uuids_and_background():
+    uuids = ["GPU-%08x-0000-4000-8000-000000000000" % i for i in range(3)]
+    spec = {"hosts": [{"name": "box", "gpus": [
+        dict(H200, count=3, uuids=uuids, background_used_mib=[0, 512, 0]),
+        {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 520}]}]}
+    (host,) = parse_spec(spec)["hosts"]
+    assert [g["index"] for g in host["gpus"]] == [0, 1, 2, 3]
+    assert [g["uuid"] for g in host["gpus"][:3]] == uuids
+    assert [g["background_used_mib"] for g in host["gpus"]] == [0, 512, 0, 0]
+    state = gpu_state(host, parse_spec(spec)["driver"])
+    assert state["schema"] == 1 and state["faults"] == {}
+    assert len({g["pci_bus_id"] for g in state["gpus"]}) == 4
+    assert state["gpus"][3]["memory_reserved_mib"] == 520 and state["gpus"][3]["processes"] == []
+
+
+@pytest.mark.parametrize("spec, hosts, message", [
+    ({"hosts": [{"name": "Bad_Name"}]}, None, "hosts[0].name: expected a host name"),
+    ({"hosts": [{"name": "a"}, {"name": "a"}]}, None, "hosts[1].name: expected a name no other"),
+    ({"gpus": [{"name": "X", "memory_total_mib": "97GB"}]}, None,
+     "gpus[0].memory_total_mib: expected an integer >= 1, got '97GB'"),
+    ({"gpus": [dict(H200, count=2, uuids=["GPU-x"])]}, None, "gpus[0].uuids: expected a list of 2"),
+    ({"gpus": [dict(H200, background_used_mib=200000)]}, None,
+     "gpus[0].background_used_mib: expected at most memory_total_mib"),
+    ({"gpus": [dict(H200, colour="red")]}, None, "gpus[0]: expected only the keys"),
+    ({"hosts": [{"name": "a"}]}, 3, "the spec lists 1 host(s) but --hosts 3"),
+    ({"images": {"x:1": "llama"}}, None, "images['x:1']: expected one of vllm, asr"),
+    ({"hosts": 2, "gpus": [dict(H200, uuid=stable_uuid("x", 0))]}, None,
+     "expected UUIDs unique across the fleet"),
+])
+def test_bad_specs_fail_with_one_line_naming_the_field(spec, hosts, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec, hosts)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_cli_reports_a_bad_spec_file_in_one_line(tmp_path):
+    bad = tmp_path / "spec.json"
+    bad.write_text('{"hosts": [{"name": "ok", "gpus": []}]}')
+    proc = subprocess.run([str(TWIN_DIR / "twin"), "up", "--spec", str(bad)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("twin: error: twin spec hosts[0].gpus: expected a non-empty "
+                                   "list of GPU entries, got []")
+
+
+# -- the simulated GPU driver --
+class DriverClient:
+    def __init__(self, path: str):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.reader = self.sock.makefile("r")
+
+    def send_line(self, line: bytes) -> dict:
+        self.sock.sendall(line + b"\n")
+        return json.loads(self.reader.readline())
+
+    def __call__(self, **request) -> dict:
+        return self.send_line(json.dumps(request).encode())
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def driver(tmp_path):
+    """A fakegpud with two GPUs (one with 1,000 MiB of background use) on a private socket."""
+    spec = parse_spec({"hosts": [{"name": "gpuhost", "gpus": [
+        dict(H200, count=2, background_used_mib=[0, 1000])]}]})
+    (tmp_path / "gpus.json").write_text(json.dumps(gpu_state(spec["hosts"][0], spec["driver"])))
+    sock, state = str(tmp_path / "gpu.sock"), tmp_path / "state.json"
+    proc = subprocess.Popen([sys.executable, str(TWIN_DIR / "fakegpu" / "fakegpud.py"),
+                             "--initial", str(tmp_path / "gpus.json"), "--state", str(state),
+                             "--socket", sock], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(sock):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.02)
+    uuids = [g["uuid"] for g in spec["hosts"][0]["gpus"]]
+    yield {"socket": sock, "state": state, "uuids": uuids, "proc": proc}
+    proc.terminate()
+    proc.wait(timeout=10)
+    assert not os.path.exists(sock), "the driver removes its socket when it stops"
+
+
+def read_state(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_driver_lists_gpus_and_allocates_against_free_memory(driver):
+    gpu0, gpu1 = driver["uuids"]
+    client = DriverClient(driver["socket"])
+    listing = client(op="list")
+    assert [(g["index"], g["uuid"], g["free_mib"]) for g in listing["gpus"]] == [
+        (0, gpu0, 143771), (1, gpu1, 142771)]
+    assert client(op="alloc", uuid=gpu1, mib=100000, tag="weights") == {"ok": True, "used_mib": 100000}
+    assert client(op="alloc", uuid=gpu1, mib=40000, tag="kv") == {"ok": True, "used_mib": 140000}
+    assert client(op="mem_get_info", uuid=gpu1) == {"ok": True, "free_mib": 2771, "total_mib": 143771}
+    assert client(op="alloc", uuid=gpu1, mib=2772, tag="kv") == {
+        "ok": False, "error": "out of memory", "free_mib": 2771}
+    assert client(op="free", uuid=gpu1, mib=40000) == {"ok": True, "used_mib": 100000}
+    refused = client(op="free", uuid=gpu1, mib=100001)
+    assert not refused["ok"] and "holds 100000 MiB" in refused["error"]
+
+    state = read_state(driver["state"])
+    assert state["gpus"][0]["processes"] == []
+    (proc,) = state["gpus"][1]["processes"]
+    assert proc["pid"] == os.getpid() and proc["used_mib"] == 100000
+    assert proc["name"] == sys.executable or os.path.basename(proc["name"]).startswith("python")
+    assert state["gpus"][1]["background_used_mib"] == 1000
+    client.close()
+
+
+def test_driver_answers_bad_requests_and_keeps_the_connection(driver):
+    client = DriverClient(driver["socket"])
+    assert client.send_line(b"{not json")["error"].startswith("bad request:")
+    assert client.send_line(b"[1, 2]") == {"ok": False, "error": "bad request: expected a JSON object"}
+    assert client(op="format") == {"ok": False, "error": "unknown op 'format'"}
+    assert "unknown device 'GPU-nope'" in client(op="alloc", uuid="GPU-nope", mib=1)["error"]
+    assert client(op="alloc", uuid=driver["uuids"][0], mib=0)["error"] == \
+        "bad request: mib must be an integer >= 1"
+    assert client(op="list")["ok"]
+    client.close()
+
+
+def test_a_killed_process_gives_its_memory_back(driver):
+    gpu0 = driver["uuids"][0]
+    holder = subprocess.Popen([sys.executable, "-c", """
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(json.dumps({"op": "alloc", "uuid": sys.argv[2], "mib": 30000, "tag": "kv"}).encode() + b"\\n")
+print(s.makefile().readline(), flush=True)
+time.sleep(600)
+""", driver["socket"], gpu0], stdout=subprocess.PIPE, text=True)
+    assert json.loads(holder.stdout.readline()) == {"ok": True, "used_mib": 30000}
+    (proc,) = read_state(driver["state"])["gpus"][0]["processes"]
+    assert proc["pid"] == holder.pid and proc["used_mib"] == 30000
+
+    holder.kill()
+    holder.wait()
+    deadline = time.monotonic() + 5
+    while read_state(driver["state"])["gpus"][0]["processes"]:
+        assert time.monotonic() < deadline, "memory of a killed process was never released"
+        time.sleep(0.02)
+    client = DriverClient(driver["socket"])
+    assert client(op="mem_get_info", uuid=gpu0)["free_mib"] == 143771
+    client.close()
+
+
+def test_state_file_is_replaced_atomically_under_load(driver):
+    gpu0 = driver["uuids"][0]
+    torn, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                json.loads(driver["state"].read_text())
+            except ValueError as exc:
+                torn.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    client = DriverClient(driver["socket"])
+    for _ in range(300):
+        assert client(op="alloc", uuid=gpu0, mib=10)["ok"]
+    stop.set()
+    thread.join()
+    assert torn == []
+    assert read_state(driver["state"])["gpus"][0]["processes"][0]["used_mib"] == 3000
+    client.close()
+
+
+def test_background_memory_and_a_lost_gpu(driver):
+    gpu0, gpu1 = driver["uuids"]
+    client = DriverClient(driver["socket"])
+    assert client(op="set_background", uuid=gpu0, mib=143000) == {"ok": True, "free_mib": 771}
+    assert client(op="alloc", uuid=gpu0, mib=772)["error"] == "out of memory"
+    assert client(op="set_faults", faults={"gpu_lost": [1]}) == {"ok": True}
+    assert [g["index"] for g in client(op="list")["gpus"]] == [0]
+    assert client(op="alloc", uuid=gpu1, mib=1) == {"ok": False, "error": "GPU has fallen off the bus"}
+    state = read_state(driver["state"])
+    assert state["faults"] == {"gpu_lost": [1]} and state["gpus"][0]["background_used_mib"] == 143000
+    client.close()
+
+
+# -- the runtime hook --
+GPUS = [{"index": 0, "uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000000"},
+        {"index": 1, "uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000000"}]
+
+
+@pytest.mark.parametrize("visible, expected", [
+    ("all", [0, 1]), ("1", [1]), ("0,1", [0, 1]), (GPUS[1]["uuid"], [1]),
+    ("%s,0" % GPUS[1]["uuid"], [1, 0]),
+])
+def test_hook_selects_devices_as_nvidia_container_cli(visible, expected):
+    assert [g["index"] for g in hook.select_devices(visible, GPUS)] == expected
+
+
+def test_hook_refuses_an_unknown_device_with_the_cli_message():
+    with pytest.raises(hook.HookError) as caught:
+        hook.select_devices("0,GPU-deadbeef", GPUS)
+    assert str(caught.value) == "nvidia-container-cli: device error: GPU-deadbeef: unknown device"
+
+
+def test_hook_reads_the_variable_docker_appends_last():
+    env = ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=GPU-x"]
+    assert hook.last_env(env, "NVIDIA_VISIBLE_DEVICES") == "GPU-x"
+    assert hook.last_env(env, "NVIDIA_DRIVER_CAPABILITIES") is None
+
+
+# -- the seat image's root filesystem --
+def need_root():
+    if os.geteuid() != 0:
+        message = "needs root (chroot into the image's root filesystem)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
+    need_root()
+    programs = [entry[0] for entry in fleet.ENTRYPOINTS.values()]
+    tarball = rootfs.build_rootfs(fleet._seat_dir(), tmp_path / "cache", programs)
+    assert rootfs.build_rootfs(fleet._seat_dir(), tmp_path / "cache", programs) == tarball
+    with tarfile.open(tarball) as tar:
+        members = tar.getmembers()
+        links = {m.name for m in members if m.issym()}
+        assert all((m.uid, m.gid) == (0, 0) for m in members)
+        # docker import refuses members below a symlink (/lib is one on Debian 12)
+        assert not [m.name for m in members
+                    if any(m.name.startswith(link + "/") for link in links)]
+        tar.extractall(tmp_path / "root")
+    probe = ("import ssl, json, http.server, ctypes, sqlite3, decimal, asyncio, socket; "
+             "print('python', __import__('sys').version.split()[0])")
+    proc = subprocess.run(["/usr/sbin/chroot", str(tmp_path / "root"), "/usr/bin/python3", "-c", probe],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("python 3.11")
+    proc = subprocess.run(["/usr/sbin/chroot", str(tmp_path / "root"), "/bin/sh", "-c", "vllm --help"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: vllm" in proc.stdout
