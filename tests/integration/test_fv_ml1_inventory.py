@@ -147,8 +147,18 @@ def sizing():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     tasks = {task["task"]["name"]: task["hosts"]["fv-ml1"]
              for task in json.loads(proc.stdout)["plays"][0]["tasks"]}
-    by_seat = {result["seat"]["name"]: result for result in tasks["Size each vLLM seat"]["results"]}
-    return by_seat, tasks["Print the sizing table"]["msg"]
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def sized(sizing):
+    """kv_budget's result per vLLM seat, as the playbook registered it."""
+    return {result["seat"]["name"]: result for result in sizing["Size each vLLM seat"]["results"]}
+
+
+@pytest.fixture(scope="module")
+def table(sizing):
+    return sizing["Print the sizing table"]["msg"]
 
 
 def _concurrency(result):
@@ -187,35 +197,33 @@ def _evaluate(tmp_path, host, requests):
 
 
 @pytest.mark.slow
-def test_every_seat_boots_and_pins_are_honoured(sizing, seats):
-    by_seat, _ = sizing
+def test_every_seat_boots_and_pins_are_honoured(sized, seats):
     vllm_seats = {name for name, seat in seats.items() if seat["engine"] == "vllm"}
-    assert set(by_seat) == vllm_seats
-    for name, result in by_seat.items():
+    assert set(sized) == vllm_seats
+    for name, result in sized.items():
         assert result["boot_ok"] and result["boot_error"] is None, (name, result["boot_error"])
         args = result["vllm_args"]
-        assert args[args.index("--kv-cache-memory-bytes") + 1] == str(result["kv_cache_memory_bytes"])
-    assert by_seat["meromero-rp"]["kv_cache_memory_bytes"] == 22 * GIB
-    assert by_seat["gen-small"]["kv_cache_memory_bytes"] == 5 * GIB + HALF_GIB
-    args = by_seat["cyberprev"]["vllm_args"]
+        budget = args[args.index("--kv-cache-memory-bytes") + 1]
+        assert budget == str(result["kv_cache_memory_bytes"]), name
+    assert sized["meromero-rp"]["kv_cache_memory_bytes"] == 22 * GIB
+    assert sized["gen-small"]["kv_cache_memory_bytes"] == 5 * GIB + HALF_GIB
+    args = sized["cyberprev"]["vllm_args"]
     assert args[args.index("--max-model-len") + 1] == "262144", "published = the native 262k"
 
 
 @pytest.mark.slow
-def test_rule_sized_budgets_are_half_gib_multiples_that_cover_the_factor(sizing, host, seats,
-                                                                       tmp_path):
-    by_seat, _ = sizing
-    ruled = {name: seats[name].get("kv_factor", 1.25) for name in by_seat
+def test_rule_budgets_are_the_smallest_half_gib_steps_covering_the_factor(sized, host, seats, tmp_path):
+    ruled = {name: seats[name].get("kv_factor", 1.25) for name in sized
              if "kv_cache_memory_bytes" not in seats[name]}
     assert set(ruled) == {"intern-decision", "cyberprev", "erp-seat", "voices", "coder"}
     for name, factor in ruled.items():
-        result = by_seat[name]
+        result = sized[name]
         assert result["kv_cache_memory_bytes"] % HALF_GIB == 0, name
         assert _concurrency(result) >= factor, (name, _concurrency(result))
     # The rule's "smallest": half a GiB less no longer covers the factor (or does not boot).
     names = sorted(ruled)
     smaller = _evaluate(tmp_path, host, [
-        _request(seats[name], by_seat[name]["kv_cache_memory_bytes"] - HALF_GIB) for name in names])
+        _request(seats[name], sized[name]["kv_cache_memory_bytes"] - HALF_GIB) for name in names])
     for name, result in zip(names, smaller):
         assert not result["boot_ok"] or _concurrency(result) < ruled[name], name
 
@@ -233,19 +241,18 @@ def test_meromero_reproduces_the_seeds_boot_line(host, seats, tmp_path):
 
 
 @pytest.mark.slow
-def test_gen_small_against_the_seeds_461215_tokens(sizing):
+def test_gen_small_against_the_seeds_461215_tokens(sized):
     # Seed 002: "gen-small's KV drops to 5.5 GiB (461,215 tokens, 1.76x)". Our Qwen3.5-2B config
     # under vLLM 0.33's arithmetic gives about 2 % more (docs/fv-ml1.md: the seed's vLLM build
     # differs); a checkpoint with other KV geometry would be far off (Qwen3.5-35B-A3B: +16 % at
     # fp8, -40 % at bf16), which is what this guards.
-    result = sizing[0]["gen-small"]
+    result = sized["gen-small"]
     assert abs(result["kv_cache_tokens"] - 461215) / 461215 < 0.03, result["kv_cache_tokens"]
     assert _concurrency(result) >= 1.76 * 0.97, "it holds more than one full 262k request"
 
 
 @pytest.mark.slow
-def test_the_table_a_person_reads(sizing, seats):
-    _, table = sizing
+def test_the_table_a_person_reads(table, seats):
     header = table[0].split()
     assert header[:3] == ["seat", "model", "max_len"] and "tokens" in header and "boot" in header
     rows = {line.split()[0]: line for line in table[1:]}
