@@ -7,14 +7,17 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rebalance_lock
-short_description: One rebalance at a time per GPU host
+short_description: One rebalance at a time per GPU host, with the journal to undo it
 version_added: 0.1.0
 description:
   - Takes or releases a per-host lock file, created exclusively, that records which run holds it
-    (run id, controller host and process, start time).
+    (run id, controller host and process, start time) and that run's journal: what ran before and
+    which backups hold the files it replaced.
   - A second run finds the lock taken and fails with the holder's details, before it touches
-    anything. A run whose controller process is gone (an interrupted run) leaves a stale lock; the
-    playbooks detect that on the controller and take the lock over with O(force=true).
+    anything. A run whose controller process is gone (an interrupted run, a lost connection)
+    leaves a stale lock; the playbooks detect that on the controller, take the lock over with
+    O(force=true), and adopt the dead run's journal so that a rollback still returns to the
+    state before the first run.
 author:
   - llmfleet.seats contributors
 extends_documentation_fragment:
@@ -30,14 +33,21 @@ attributes:
     support: full
 options:
   path:
-    description: The lock file. Under C(/run) it disappears with a reboot, as stale locks should.
+    description:
+      - The lock file. It survives a reboot, so the journal of a run cut short is never lost.
     type: path
-    default: /run/llmfleet/rebalance.lock
+    default: /var/lib/llmfleet/rebalance.lock
   state:
-    description: V(acquired) takes the lock for O(run_id); V(released) gives it back.
+    description:
+      - V(acquired) takes the lock for O(run_id); V(journaled) merges O(journal) into the
+        holder's journal; V(released) gives the lock back.
     type: str
-    choices: [acquired, released]
+    choices: [acquired, journaled, released]
     default: acquired
+  journal:
+    description: With O(state=journaled), keys to set in the run's journal (top-level replace).
+    type: dict
+    default: {}
   run_id:
     description: The run that takes or releases the lock.
     type: str
@@ -61,6 +71,13 @@ EXAMPLES = r"""
   register: lock
   failed_when: false
 
+- name: Record what the run must be able to undo
+  llmfleet.seats.rebalance_lock:
+    run_id: "{{ llmfleet_run_id }}"
+    state: journaled
+    journal:
+      running_before: [gen-small, meromero-rp]
+
 - name: Release it
   llmfleet.seats.rebalance_lock:
     run_id: "{{ llmfleet_run_id }}"
@@ -73,8 +90,14 @@ acquired:
   returned: state=acquired
   type: bool
 held_by:
-  description: The lock's contents when another run holds it (run_id, controller, started).
-  returned: when another run holds the lock
+  description:
+    - The lock's contents when another run holds it (C(run_id), C(controller), C(started),
+      C(journal)); after a forced takeover, the dead run's record.
+  returned: when another run holds or held the lock
+  type: dict
+journal:
+  description: This run's journal as it now stands in the lock.
+  returned: state=acquired or state=journaled
   type: dict
 """
 
@@ -102,11 +125,21 @@ def _create(path, record):
         json.dump(record, out)
 
 
+def _replace(path, record):
+    """Rewrite the lock atomically: a crash mid-write never leaves half a journal."""
+    temp = path + ".tmp"
+    with open(temp, "w") as out:
+        json.dump(record, out)
+    os.rename(temp, path)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "default": "/run/llmfleet/rebalance.lock"},
-            "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
+            "state": {"type": "str", "choices": ["acquired", "journaled", "released"],
+                      "default": "acquired"},
+            "journal": {"type": "dict", "default": {}},
             "run_id": {"type": "str", "required": True},
             "controller": {"type": "dict", "default": {}},
             "force": {"type": "bool", "default": False},
@@ -116,14 +149,24 @@ def main():
     path, run_id = module.params["path"], module.params["run_id"]
     holder = _read(path)
 
+    mine = holder is not None and holder.get("run_id") == run_id
     if module.params["state"] == "released":
-        mine = holder is not None and holder.get("run_id") == run_id
         if mine and not module.check_mode:
             os.unlink(path)
         module.exit_json(changed=mine)
 
-    if holder is not None and holder.get("run_id") == run_id:
-        module.exit_json(changed=False, acquired=True)
+    if module.params["state"] == "journaled":
+        if not mine:
+            module.fail_json(msg="run %s does not hold %s; the journal was not written"
+                             % (run_id, path), held_by=holder)
+        journal = dict(holder.get("journal") or {}, **module.params["journal"])
+        changed = journal != holder.get("journal")
+        if changed and not module.check_mode:
+            _replace(path, dict(holder, journal=journal))
+        module.exit_json(changed=changed, journal=journal)
+
+    if mine:
+        module.exit_json(changed=False, acquired=True, journal=holder.get("journal") or {})
     if holder is not None and not module.params["force"]:
         module.fail_json(
             msg="another rebalance holds %s: run %s from %s (pid %s) since %s; if that run is dead, "
@@ -132,9 +175,9 @@ def main():
                    holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")),
             acquired=False, held_by=holder)
     if module.check_mode:
-        module.exit_json(changed=True, acquired=True, held_by=holder)
+        module.exit_json(changed=True, acquired=True, held_by=holder, journal={})
     record = {"run_id": run_id, "controller": module.params["controller"],
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "journal": {}}
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if holder is not None:
         os.unlink(path)
@@ -143,7 +186,7 @@ def main():
     except FileExistsError:
         module.fail_json(msg="another rebalance took %s at the same moment: %s"
                          % (path, _read(path)), acquired=False, held_by=_read(path))
-    module.exit_json(changed=True, acquired=True, held_by=holder)
+    module.exit_json(changed=True, acquired=True, held_by=holder, journal={})
 
 
 if __name__ == "__main__":

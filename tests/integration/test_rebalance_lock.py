@@ -61,3 +61,18 @@ def test_concurrent_runs_one_wins(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(4)]
     codes = [p.wait(timeout=120) for p in procs]
     assert sorted(codes).count(0) == 1, [p.stdout.read() for p in procs]
+
+
+def test_journal_survives_a_takeover(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    assert _lock(path, "run-a").returncode == 0
+    wrote = _lock(path, "run-a", "state=journaled", "journal={'running_before':['gen-small']}")
+    assert wrote.returncode == 0 and "CHANGED" in wrote.stdout
+    refused = _lock(path, "run-b", "state=journaled", "journal={'x':1}")
+    assert refused.returncode != 0 and "does not hold" in refused.stdout
+    assert json.loads(path.read_text())["journal"] == {"running_before": ["gen-small"]}
+
+    taken = _lock(path, "run-c", "force=true")
+    assert taken.returncode == 0
+    assert '"running_before": [' in taken.stdout, "the dead run's journal comes back to adopt"
+    assert json.loads(path.read_text())["journal"] == {}
