@@ -58,6 +58,7 @@ TOOL_CALL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>
                     "[TOOL_CALLS]", "<|python_tag|>")
 REASONING_KEYS = ("reasoning", "reasoning_content")
 EXCERPT_CHARS = 160
+TABLE_DETAIL_CHARS = 90
 
 
 class GatewaySmokeError(ValueError):
@@ -537,12 +538,14 @@ def failures_message(results):
 
 
 def contract_table(results):
-    """A fixed-width table, one line per route and check, for the operator's log."""
-    header = ("route", "check", "result", "latency", "ttft", "reasoning key")
+    """A fixed-width table, one line per route and check, for the operator's log; a failed
+    check's row ends with the start of its detail."""
+    header = ("route", "check", "result", "latency", "ttft", "reasoning key", "why")
     rows = [(r["model"], r["check"], "ok" if r["ok"] else "FAIL",
              "%.2fs" % r["latency_s"] if r["latency_s"] is not None else "-",
              "%.2fs" % r["ttft_s"] if r["ttft_s"] is not None else "-",
-             r["reasoning_key"] or "-") for r in results]
+             r["reasoning_key"] or "-",
+             "" if r["ok"] else _excerpt(r["detail"], TABLE_DETAIL_CHARS)) for r in results]
     widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
     return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header] + rows]

@@ -193,13 +193,16 @@ results:
       type: int
       sample: 400
 table:
-  description: The per-route contract table, one line per check, for the operator's log.
+  description:
+    - The per-route contract table, one line per check, for the operator's log. A failed
+      check's line ends with the start of its detail.
   returned: always
   type: list
   elements: str
   sample:
-    - "route              check      result  latency  ttft   reasoning key"
+    - "route              check      result  latency  ttft   reasoning key      why"
     - "char-rp-reasoning  reasoning  ok      1.28s    0.21s  reasoning_content"
+    - "char-rp            tools      FAIL    0.05s    -      -                  HTTP 400: ..."
 failed_checks:
   description: How many checks failed.
   returned: always

@@ -382,7 +382,7 @@ def test_failures_message_and_table():
         "1 of 2 gateway checks failed: route char-rp-reasoning, check reasoning: inline")
     assert gw.failures_message(results[:1]) == ""
     assert gw.contract_table(results) == [
-        "route              check      result  latency  ttft   reasoning key",
+        "route              check      result  latency  ttft   reasoning key  why",
         "gen-small          chat       ok      0.50s    -      -",
-        "char-rp-reasoning  reasoning  FAIL    1.25s    0.20s  -",
+        "char-rp-reasoning  reasoning  FAIL    1.25s    0.20s  -              inline",
     ]

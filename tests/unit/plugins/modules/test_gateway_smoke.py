@@ -45,7 +45,7 @@ def test_all_checks_pass(seat, capsys):
         ("char-rp-reasoning", "reasoning", True), ("char-rp-reasoning", "tools", True)]
     assert result["results"][2]["reasoning_key"] == "reasoning_content"
     assert result["table"][0].split() == ["route", "check", "result", "latency", "ttft",
-                                          "reasoning", "key"]
+                                          "reasoning", "key", "why"]
     assert len(result["table"]) == 5
 
 
