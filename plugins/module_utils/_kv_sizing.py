@@ -532,7 +532,7 @@ def _long_len_error(model, max_model_len, options):
     derived = model["derived_max_model_len"]
     if options.allow_long or max_model_len <= derived:
         return None
-    shown = repr(float(derived)) if "gemma3" not in model["model_type"] else str(derived)
+    shown = repr(float(derived)) if model["derived_max_model_len_is_float"] else str(derived)
     return ("User-specified max_model_len (%d) is greater than the derived max_model_len "
             "(%s=%s or model_max_length=None in model's config.json). To allow overriding this "
             "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. %s"

@@ -56,6 +56,8 @@ _TEXT_MODEL_TYPE = {
 }
 
 _STANDARD, _MLA, _GDN = "standard", "mla", "gated_delta_net"
+# transformers' remap_legacy_layer_types, applied to every config.
+_LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
 
 
 def _family(kind, defaults, **rules):
@@ -417,6 +419,7 @@ def _layer_types(reader, family, num_layers):
     if not isinstance(given, list) or len(given) != num_layers:
         raise reader.fail("layer_types", "a list of %d layer kinds (num_hidden_layers)"
                           % num_layers)
+    given = [_LEGACY_LAYER_TYPES.get(kind, kind) for kind in given]
     allowed = {_GDN: ("full_attention", "linear_attention")}.get(
         family["kind"], ("full_attention", "sliding_attention"))
     if family.get("chunked_local"):
@@ -632,6 +635,12 @@ def describe_model(config, seat=None):
             raise reader.fail("mamba_ssm_dtype", "one of float32, float16, bfloat16")
     published, max_len_key = _max_len_and_key(text, reader.defaults)
     derived = int(published * _rope_factor(config, seat)) if published else 2048
+    # vLLM multiplies the window by a float rope factor whenever the outer config carries rope
+    # parameters (transformers fills them in for every RoPE family), which makes it a float in
+    # its "greater than the derived max_model_len" error; Gemma 3 skips that step.
+    rope_on_outer = any(config.get(key) is not None
+                        for key in ("rope_parameters", "rope_scaling", "rope_theta")) \
+        or ("text_config" not in config and text_type in _FAMILIES)
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list):
         raise _fail(seat, "architectures", "a list of class names", architectures)
@@ -656,4 +665,5 @@ def describe_model(config, seat=None):
         "published_max_model_len": published,
         "max_len_key": max_len_key,
         "derived_max_model_len": derived,
+        "derived_max_model_len_is_float": rope_on_outer and "gemma3" not in config["model_type"],
     }

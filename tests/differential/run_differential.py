@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Compare llmfleet.seats' KV sizing with vLLM 0.33.0's own planning code on generated cases.
+
+    python tests/differential/run_differential.py --cases 600 --report out.json
+
+Fetches (or reuses) the vllm wheel under .build/cache/vllm, unzips the planning sources into a
+temporary directory, runs every case through both and writes a JSON report: the number of
+cases compared, the mismatches (field, ours, vLLM's), the inputs our side rejected, the
+families and options covered. Runs in its own process because the harness installs stand-in
+``torch`` and ``vllm`` modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / ".build" / "collections"))
+sys.path.insert(0, str(HERE))
+
+from cases import make_cases  # noqa: E402
+from vllm_planning import Harness, WheelUnavailable, ensure_wheel, extract_sources, run_case  # noqa: E402
+
+from ansible_collections.llmfleet.seats.plugins.module_utils import _kv_sizing  # noqa: E402
+
+COMPARED = ("block_size", "bytes_per_block", "num_blocks", "kv_cache_tokens",
+            "max_concurrency_exact", "max_model_len", "boot_ok", "boot_error", "max_num_seqs",
+            "max_num_batched_tokens")
+
+
+def ours(case):
+    options = dict(case["options"])
+    return _kv_sizing.evaluate_kv_budget(case["config"], options.pop("max_model_len"),
+                                         options.pop("kv_cache_memory_bytes"), **options)
+
+
+def vllms(harness, case):
+    options = dict(case["options"])
+    model = _kv_sizing.describe_model(case["config"])
+    kv_dtype = options["kv_cache_dtype"]
+    if kv_dtype == "auto" and model["checkpoint_kv_cache_dtype"]:
+        kv_dtype = model["checkpoint_kv_cache_dtype"]
+    # Which backend vLLM picks needs a GPU; both sides use the same inferred choice.
+    options["backend"] = _kv_sizing._attention_backend(
+        _kv_sizing.GPU_PROFILES[options["gpu"]]["sm"], model, kv_dtype).name
+    return run_case(harness, case["truth"], options)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=20261005)
+    parser.add_argument("--cache", type=Path, default=REPO / ".build" / "cache" / "vllm")
+    parser.add_argument("--report", type=Path, required=True)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    report = {"cases": 0, "compared": 0, "mismatches": [], "rejected": [], "families": {},
+              "boot_failures": 0, "tensor_parallel": {}, "kv_cache_dtypes": {}, "gpus": {}}
+    try:
+        wheel = ensure_wheel(args.cache)
+    except (WheelUnavailable, OSError) as exc:
+        report["wheel_error"] = str(exc)
+        args.report.write_text(json.dumps(report, indent=1))
+        return 2
+    report["wheel"] = wheel.name
+    with tempfile.TemporaryDirectory(prefix="vllm-src-") as tmp:
+        harness = Harness(extract_sources(wheel, Path(tmp)))
+        for case in make_cases(args.cases, args.seed):
+            report["cases"] += 1
+            try:
+                mine = ours(case)
+            except ValueError as exc:
+                report["rejected"].append({"id": case["id"], "error": str(exc)})
+                continue
+            theirs = vllms(harness, case)
+            report["compared"] += 1
+            options = case["options"]
+            for key, value in (("families", case["family"]),
+                               ("tensor_parallel", str(options["tensor_parallel_size"])),
+                               ("kv_cache_dtypes", options["kv_cache_dtype"]),
+                               ("gpus", options["gpu"])):
+                report[key][value] = report[key].get(value, 0) + 1
+            report["boot_failures"] += not theirs["boot_ok"]
+            for field in COMPARED:
+                if mine[field] != theirs[field]:
+                    report["mismatches"].append({"id": case["id"], "field": field,
+                                                 "ours": mine[field], "vllm": theirs[field],
+                                                 "options": options})
+    report["seconds"] = round(time.monotonic() - started, 1)
+    args.report.write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
