@@ -185,15 +185,14 @@ BESZEL_MIB_FACTOR = 1.024
 
 def beszel_mib(value, what="beszel_mib"):
     """MiB from a Beszel GPU memory reading (``mu`` or ``mt``), rounded to the nearest MiB."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ReadingError("%s: expected a Beszel memory reading (a number such as 86480.27), "
-                               "got %r" % (what, value))
-    if value < 0:
+    try:
+        number = float(None if isinstance(value, bool) else value)
+    except (TypeError, ValueError):
+        raise ReadingError("%s: expected a Beszel memory reading (a number such as 86480.27), "
+                           "got %r" % (what, value))
+    if number < 0:
         raise ReadingError("%s: expected a reading >= 0, got %r" % (what, value))
-    return int(value * BESZEL_MIB_FACTOR + 0.5)
+    return int(number * BESZEL_MIB_FACTOR + 0.5)
 
 
 def beszel_gpus(stats):

@@ -345,7 +345,7 @@ def main():
                          driver_version=snapshot.get("driver_version"),
                          nvml_version=snapshot.get("nvml_version"),
                          cuda_version=snapshot.get("cuda_version"),
-                         snapshot=snapshot_summary(params["snapshot_path"], snapshot))
+                         snapshot=snapshot_summary(os.path.abspath(params["snapshot_path"]), snapshot))
     if params["snapshot_path"]:
         module.fail_json(msg="snapshot_path: only read with source=snapshot (source is %s); to "
                              "record this reading use save_snapshot_path" % source)

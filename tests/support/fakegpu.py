@@ -11,6 +11,8 @@ it, so a test writes one with :func:`write_state` and runs a process with :func:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import subprocess
@@ -39,6 +41,22 @@ def build_fake_nvml(out_dir: Path | None = None) -> Path:
     if proc.returncode != 0:
         raise RuntimeError("building the fake NVML failed:\n%s%s" % (proc.stdout, proc.stderr))
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def fake_nvml_in_this_process(library: Path | None = None):
+    """Make this process's nvidia-ml-py use the fake library, as LD_LIBRARY_PATH does for a new
+    process (the bindings load ``libnvidia-ml.so.1`` once, with ctypes). Restored on exit."""
+    import pynvml
+
+    previous = pynvml.nvmlLib
+    pynvml.nvmlLib = ctypes.CDLL(str(library or build_fake_nvml()))
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    try:
+        yield
+    finally:
+        pynvml.nvmlLib = previous
+        pynvml._nvmlGetFunctionPointer_cache.clear()
 
 
 def gpu_uuid(index: int, seed: str = "llmfleet") -> str:

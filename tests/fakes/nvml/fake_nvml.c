@@ -314,7 +314,7 @@ static unsigned int gpu_count;
 static char driver_version[80] = "580.95.05", nvml_version[80] = "13.580.95.05";
 static int cuda_driver_version = 13000;
 static struct stat state_stat;
-static int state_loaded;
+static char state_loaded_from[4096]; /* empty: no usable state yet */
 
 static const char *state_path(void) {
     const char *p = getenv("FAKE_GPU_STATE");
@@ -383,16 +383,22 @@ static int parse_state(jnode *root, char *why, size_t whylen) {
     return 0;
 }
 
-/* Re-read the state when the file changed. 0 = usable state, else the NVML error to return. */
+/* Re-read the state when the file changed. 0 = usable state, else the NVML error to return.
+ * No file means no driver. A file that cannot be parsed keeps the last good state of the same
+ * path (writers replace it atomically, so that is a hand edit in progress). */
 static nvmlReturn_t refresh_state(void) {
     struct stat st;
     const char *path = state_path();
-    if (stat(path, &st) != 0) return state_loaded ? NVML_SUCCESS : NVML_ERROR_DRIVER_NOT_LOADED;
-    if (state_loaded && st.st_ino == state_stat.st_ino && st.st_size == state_stat.st_size &&
+    int same_path = !strcmp(path, state_loaded_from);
+    if (stat(path, &st) != 0) {
+        state_loaded_from[0] = 0;
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    if (same_path && st.st_ino == state_stat.st_ino && st.st_size == state_stat.st_size &&
         st.st_mtim.tv_sec == state_stat.st_mtim.tv_sec && st.st_mtim.tv_nsec == state_stat.st_mtim.tv_nsec)
         return NVML_SUCCESS;
     FILE *f = fopen(path, "rb");
-    if (!f) return state_loaded ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION;
+    if (!f) return same_path ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION;
     char *buf = malloc((size_t)st.st_size + 1);
     size_t len = fread(buf, 1, (size_t)st.st_size, f);
     fclose(f);
@@ -411,13 +417,13 @@ static nvmlReturn_t refresh_state(void) {
         jfree(state_root);
         state_root = root;
         state_stat = st;
-        state_loaded = 1;
+        copy_str(state_loaded_from, sizeof state_loaded_from, path);
         return NVML_SUCCESS;
     }
     jfree(root);
-    /* A driver never prints; this file is test input, so say once why it was rejected. */
+    /* A driver never prints; this file is test input, so say why it was rejected. */
     fprintf(stderr, "fake libnvidia-ml: cannot use %s: %s\n", path, why);
-    return state_loaded ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+    return same_path ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
 
 static const struct { const char *name; nvmlReturn_t code; } error_names[] = {
