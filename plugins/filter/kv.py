@@ -1,0 +1,93 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""vLLM KV sizing and byte sizes as Jinja filters.
+
+Thin wrappers over plugins/module_utils/_kv_sizing.py, _model_config.py and _sizes.py (the
+same functions the kv_budget module runs); each filter has its own YAML doc.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.seats.plugins.module_utils import _sizes
+from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
+    DEFAULT_KV_ROUND_TO,
+    evaluate_kv_budget,
+    size_kv_budget,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+    load_model_config,
+    published_max_model_len as _published_max_model_len,
+)
+
+
+def _filter(func):
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ValueError as exc:
+            raise AnsibleFilterError(str(exc))
+    return run
+
+
+def _config(value, seat=None):
+    """A config.json dict, or a path to one (or to a model directory) on the controller."""
+    if isinstance(value, (dict, str)):
+        return load_model_config(value, seat=seat)
+    raise AnsibleFilterError("expected a model config (a dict, or a config.json path), got %s"
+                             % type(value).__name__)
+
+
+def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=1.25,
+              kv_round_to=DEFAULT_KV_ROUND_TO, seat=None, **options):
+    """The kv_budget module's result: sized (no budget) or evaluated (a budget)."""
+    config = _config(config, seat)
+    if kv_cache_memory_bytes is None:
+        return size_kv_budget(config, max_model_len, kv_factor=kv_factor,
+                              kv_round_to=kv_round_to, seat=seat, **options)
+    return evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=seat, **options)
+
+
+def kv_cache_bytes(config, max_model_len, kv_factor=1.25, kv_round_to=DEFAULT_KV_ROUND_TO,
+                   seat=None, **options):
+    """The sizing rule's budget per GPU, in bytes."""
+    return size_kv_budget(_config(config, seat), max_model_len, kv_factor=kv_factor,
+                          kv_round_to=kv_round_to, seat=seat,
+                          **options)["kv_cache_memory_bytes"]
+
+
+def kv_cache_tokens(config, max_model_len, kv_cache_memory_bytes, seat=None, **options):
+    """What vLLM logs as "GPU KV cache size" for this budget."""
+    return evaluate_kv_budget(_config(config, seat), max_model_len, kv_cache_memory_bytes,
+                              seat=seat, **options)["kv_cache_tokens"]
+
+
+def published_max_model_len(config, seat=None):
+    """The model's native context window (no rope/YaRN extension)."""
+    return _published_max_model_len(_config(config, seat), seat=seat)
+
+
+def to_bytes(value):
+    """A size string (22GiB, 5.5GiB, 512MiB, 8G, 8g) or a byte count, as an integer."""
+    return _sizes.to_bytes(value, "to_bytes")
+
+
+def human_bytes(value, unit=None, precision=2):
+    """Bytes as a binary size: 22 GiB, 5.5 GiB, 512 MiB."""
+    return _sizes.human_bytes(_sizes.to_bytes(value, "human_bytes"), unit=unit,
+                              precision=precision)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kv_budget": _filter(kv_budget),
+            "kv_cache_bytes": _filter(kv_cache_bytes),
+            "kv_cache_tokens": _filter(kv_cache_tokens),
+            "published_max_model_len": _filter(published_max_model_len),
+            "to_bytes": _filter(to_bytes),
+            "human_bytes": _filter(human_bytes),
+        }
