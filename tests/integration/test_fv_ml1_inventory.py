@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -264,3 +265,32 @@ def test_the_table_a_person_reads(table, seats):
             assert " ok " in rows[name], rows[name]
         else:
             assert "cap " in rows[name], rows[name]
+
+
+def _run_on_a_copy(tmp_path, edit):
+    """The playbook over a copy of the inventory whose host_vars went through ``edit``."""
+    _require_kv_budget()
+    copy = tmp_path / "fv-ml1"
+    shutil.copytree(INVENTORY, copy)
+    host_vars = copy / "host_vars" / "fv-ml1.yml"
+    host_vars.write_text(edit(host_vars.read_text()))
+    proc = run_ansible(["ansible-playbook", "-i", str(copy), "playbooks/kv-sizing.yml"])
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_budget_that_would_not_boot_fails_the_run_naming_seat_and_reason(tmp_path):
+    # Without the max_num_seqs cap, vLLM 0.33's default 1024 sequences exceed gen-small's 834
+    # Mamba blocks at 5.5 GiB, and vLLM would refuse to start.
+    output = _run_on_a_copy(tmp_path, lambda text: text.replace("    max_num_seqs: 256\n", "", 1))
+    assert "These KV budgets would not boot" in output
+    assert re.search(r"gen-small: max_num_seqs \(1024\) exceeds available Mamba cache blocks", output)
+
+
+@pytest.mark.slow
+def test_a_missing_model_config_is_one_error_naming_the_seat(tmp_path):
+    output = _run_on_a_copy(tmp_path, lambda text: text.replace(
+        "models/qwen3-8b/config.json", "models/qwen3-8b/missing.json"))
+    assert "seat voices: model config" in output and "missing.json" in output
