@@ -221,8 +221,9 @@ def _teardown() -> None:
     hosts += [Host(0, name) for name in sorted(strays - known)]
     # Every host stops before any leaves the bridge: a seat's clients (ssh, docker-proxy)
     # get their connections closed while the network is still whole.
-    for host in hosts:
-        host.stop()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for stopped in [pool.submit(h.stop) for h in hosts]:
+            stopped.result()
     for host in hosts:
         host.remove()
     hostlib.bridge_down()

@@ -108,7 +108,7 @@ class Host:
 
     # -- making it --
     def create(self, initial_gpu_state: dict, ssh_dir: Path, nvidia_smi: Path | None) -> None:
-        for sub in ("srv", "sbin", "docker", "logs"):
+        for sub in ("srv", "sbin", "docker", "etc-docker", "logs"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "gpus.json").write_text(json.dumps(initial_gpu_state, indent=1) + "\n")
         hook = self.dir / "sbin" / "nvidia-container-runtime-hook"
@@ -144,6 +144,9 @@ mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/sshd /run/fakegpu /run/lock
 mount --bind {dir}/srv /srv
 mount --bind {dir}/sbin /usr/local/sbin
+# dockerd keeps its identity (key.json) and daemon.json there: one per host.
+mkdir -p /etc/docker
+mount --bind {dir}/etc-docker /etc/docker
 if [ -f {cache} ]; then mount --bind {cache} /etc/ld.so.cache; fi
 """.format(dir=self.dir, cache=LD_CACHE)
         run(["nsenter", "--mount=%s" % self.mntns, "--", "sh", "-c", script])
