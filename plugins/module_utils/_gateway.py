@@ -10,7 +10,7 @@ straight against a vLLM seat, judged the way the seat's consumers would judge th
 
 Health endpoints lie (vLLM's /health is 200 with a broken engine; LiteLLM's /health fails
 reasoning models with max_tokens=1), so every check here is a real completion. Pure standard
-library (urllib, json): it runs wherever the module runs.
+library (http.client, json): it runs wherever the module runs.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import re
 import socket
 import ssl
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 
 CHECKS = ("chat", "stream", "reasoning", "tools")
 DEFAULT_CHECKS = ("chat", "stream")
@@ -150,6 +149,10 @@ class Client:
 
     def __init__(self, url, api_key=None, timeout=60, validate_certs=True):
         self.root = api_root(url)
+        parts = urllib.parse.urlsplit(self.root)
+        self._https = parts.scheme == "https"
+        self._netloc = parts.netloc
+        self._path = parts.path + "/chat/completions"
         self.api_key = api_key or None
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise GatewaySmokeError("timeout: expected seconds > 0, got %r" % (timeout,))
@@ -163,27 +166,40 @@ class Client:
         return redact(text, self.api_key)
 
     def _open(self, body):
+        """POST ``body``; returns (connection, response) of a 2xx reply, else raises _Failure."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
-        request = urllib.request.Request(self.root + "/chat/completions",
-                                         data=json.dumps(body).encode(), headers=headers)
+        if self._https:
+            connection = http.client.HTTPSConnection(self._netloc, timeout=self.timeout,
+                                                     context=self._ssl)
+        else:
+            connection = http.client.HTTPConnection(self._netloc, timeout=self.timeout)
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl)
-        except urllib.error.HTTPError as error:
-            raise _Failure(self._http_error(error), error.code) from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise _Failure(self.redact("cannot reach %s: %s" % (self.root, _reason(reason))))\
+            connection.request("POST", self._path, body=json.dumps(body).encode(),
+                               headers=headers)
+            reply = connection.getresponse()
+        except (http.client.HTTPException, OSError) as error:
+            connection.close()
+            raise _Failure(self.redact("cannot reach %s: %s" % (self.root, _reason(error))))\
                 from None
+        if reply.status >= 300:
+            try:
+                detail = self._http_error(reply)
+            finally:
+                connection.close()
+            raise _Failure(detail, reply.status)
+        return connection, reply
 
     def post(self, body):
         """Non-streaming request -> the decoded JSON reply."""
-        with self._open(body) as reply:
-            try:
-                text = reply.read().decode("utf-8", "replace")
-            except (http.client.HTTPException, OSError) as error:
-                raise _Failure("reply cut off: %s" % _reason(error), reply.status) from None
+        connection, reply = self._open(body)
+        try:
+            text = reply.read().decode("utf-8", "replace")
+        except (http.client.HTTPException, OSError) as error:
+            raise _Failure("reply cut off: %s" % _reason(error), reply.status) from None
+        finally:
+            connection.close()
         try:
             return json.loads(text)
         except ValueError:
@@ -191,37 +207,38 @@ class Client:
                                        % (reply.status, _excerpt(text))), reply.status) from None
 
     def stream(self, body):
-        """Streaming request -> (events, saw_done, ttft_s, started): SSE parsed to [DONE]."""
+        """Streaming request -> (events, saw_done, ttft_s): SSE parsed up to [DONE]."""
         started = time.monotonic()
-        reply = self._open(body)
+        connection, reply = self._open(body)
         events, saw_done, ttft = [], False, None
         try:
-            with reply:
-                for data in _sse_data(reply):
-                    if data == "[DONE]":
-                        saw_done = True
-                        break
-                    try:
-                        event = json.loads(data)
-                    except ValueError:
-                        raise _Failure(self.redact("stream event is not JSON: %s"
-                                                   % _excerpt(data)), reply.status) from None
-                    if ttft is None and _carries_token(event):
-                        ttft = time.monotonic() - started
-                    events.append(event)
+            for data in _sse_data(reply):
+                if data == "[DONE]":
+                    saw_done = True
+                    break
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise _Failure(self.redact("stream event is not JSON: %s"
+                                               % _excerpt(data)), reply.status) from None
+                if ttft is None and _carries_token(event):
+                    ttft = time.monotonic() - started
+                events.append(event)
         except (http.client.HTTPException, OSError) as error:
             raise _Failure("stream broke after %d events: %s" % (len(events), _reason(error)),
                            reply.status) from None
+        finally:
+            connection.close()
         return events, saw_done, ttft
 
-    def _http_error(self, error):
+    def _http_error(self, reply):
         try:
-            text = error.read().decode("utf-8", "replace")
-        except OSError:
+            text = reply.read().decode("utf-8", "replace")
+        except (http.client.HTTPException, OSError):
             text = ""
-        message = _error_message(text) or error.reason or ""
-        detail = "HTTP %d: %s" % (error.code, _excerpt(message, 400))
-        hint = _hint(error.code, message)
+        message = _error_message(text) or reply.reason or ""
+        detail = "HTTP %d: %s" % (reply.status, _excerpt(message, 400))
+        hint = _hint(reply.status, message)
         if hint:
             detail += " (%s)" % hint
         return self.redact(detail)

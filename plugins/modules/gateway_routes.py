@@ -26,7 +26,7 @@ description:
   - Fails when, after any rewrite, a target is still V(moved), V(wrong_seat) or V(unknown) (see
     O(strict)), naming the line, route and target of each; it then writes nothing.
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
 attributes:
@@ -106,7 +106,8 @@ notes:
   - The file is parsed with PyYAML, whose nodes carry the character offsets the in-place edits
     need. PyYAML is always installed where Ansible runs, so when the config lives in the
     operator's repository (as the seeds' C(stacks/litellm/conf/config.yaml) does), run the task
-    with C(delegate_to: localhost). On a gateway host without PyYAML the module fails saying so.
+    with C(delegate_to) V(localhost). On a gateway host without PyYAML the module fails saying
+    so.
   - Files pulled in with LiteLLM's C(include:) are not followed; audit each one.
 seealso:
   - module: llmfleet.seats.gateway_smoke
@@ -291,7 +292,7 @@ def main():
             new_text, rewrites = rewrite(text, findings, spans, compose, path)
             if rewrites:
                 findings, _spans = audit(new_text, params["seats"], compose,
-                                        params["external_hosts"], path)
+                                         params["external_hosts"], path)
     except (RouteAuditError, SeatFilesError) as exc:
         module.fail_json(msg=str(exc))
 

@@ -11,13 +11,13 @@ short_description: A real client's view of each route of a LiteLLM gateway or vL
 version_added: 0.1.0
 description:
   - Sends real chat completions for every route and check declared in O(routes), the way the
-    seats' consumers use them, and judges the answers. Health endpoints are not consulted: vLLM's
+    seats' consumers use them, and judges the answers. Health endpoints are not consulted. vLLM's
     C(/health) answers 200 with a broken engine, and LiteLLM's C(/health) fails reasoning models
     because it probes with C(max_tokens=1).
   - V(chat) - a non-streaming completion; for prose routes the content must be non-empty and
     free of think blocks, channel markers and raw tool-call syntax.
-  - V(stream) - the same request streamed; the server-sent events are parsed up to
-    C(data: [DONE]) and the time to first token is measured.
+  - "V(stream) - the same request streamed; the server-sent events are parsed up to
+    C(data: [DONE]) and the time to first token is measured."
   - V(reasoning) - a streamed request whose reasoning must arrive in its own field and the
     answer in C(content). vLLM streams C(delta.reasoning); LiteLLM renames it to
     C(delta.reasoning_content). Either is accepted and RV(results[].reasoning_key) reports which
@@ -32,7 +32,7 @@ description:
   - Works against a gateway (O(url) of LiteLLM, routes are its model names) and straight against
     a seat (O(url) of the vLLM server, routes are its served model names).
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
 attributes:
@@ -41,9 +41,9 @@ attributes:
     details:
       - The checks run in check mode too. They only read - the gateway and the seats keep no
         state from a completion - and a dry run that skipped them would report routes as fine
-        that a real client cannot use, which is what the dry run is for. Each check costs a few
-        hundred tokens and appears in LiteLLM's spend logs. To keep a dry run off the gateway,
-        put C(when: not ansible_check_mode) on the task.
+        that a real client cannot use, which is what the dry run is for.
+      - Each check costs a few hundred tokens and appears in LiteLLM's spend logs. To keep a
+        dry run off the gateway, put C(when) V(not ansible_check_mode) on the task.
   diff_mode:
     support: N/A
     details:
@@ -51,7 +51,7 @@ attributes:
   idempotent:
     support: full
     details:
-      - Nothing is changed; RV(changed) is always V(false).
+      - Nothing is changed; the task never reports a change.
 options:
   url:
     description:
@@ -94,9 +94,9 @@ options:
         default: true
       extra_body:
         description:
-          - Merged into every request body of this route, for example
-            V({"chat_template_kwargs": {"enable_thinking": true}}) to reach a seat's thinking
-            mode directly, as the gateway's route would.
+          - Merged into every request body of this route, for example C(chat_template_kwargs)
+            with C(enable_thinking=true) to reach a seat's thinking mode directly, as the
+            gateway's route would (see the examples).
         type: dict
   timeout:
     description: Seconds to wait for any byte of a reply before the check fails.
@@ -235,14 +235,15 @@ def main():
                     "model": {"type": "str", "required": True},
                     "checks": {"type": "list", "elements": "str", "choices": list(CHECKS),
                                "default": list(DEFAULT_CHECKS)},
-                    "max_tokens": {"type": "int"},
+                    "max_tokens": {"type": "int", "no_log": False},
                     "prose": {"type": "bool", "default": True},
                     "extra_body": {"type": "dict"},
                 },
             },
             "timeout": {"type": "float", "default": 60},
-            "max_tokens": {"type": "int", "default": DEFAULT_MAX_TOKENS},
-            "reasoning_max_tokens": {"type": "int", "default": DEFAULT_REASONING_MAX_TOKENS},
+            "max_tokens": {"type": "int", "default": DEFAULT_MAX_TOKENS, "no_log": False},
+            "reasoning_max_tokens": {"type": "int", "default": DEFAULT_REASONING_MAX_TOKENS,
+                                     "no_log": False},
             "validate_certs": {"type": "bool", "default": True},
         },
         supports_check_mode=True,

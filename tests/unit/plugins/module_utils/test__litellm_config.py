@@ -30,8 +30,8 @@ def compose(text):
     return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
-def audit(text=CONFIG, seats=SEATS, **kwargs):
-    return lc.audit(text, seats, compose, **kwargs)
+def audit(text=CONFIG, seats=None, **kwargs):
+    return lc.audit(text, seats or SEATS, compose, **kwargs)
 
 
 def by_where(findings):
@@ -55,7 +55,7 @@ def test_every_target_is_found_with_its_line():
 
 
 def test_statuses():
-    findings, _ = audit(external_hosts=["API.openai.com"])
+    findings = audit(external_hosts=["API.openai.com"])[0]
     found = by_where(findings)
     assert {where: f["status"] for where, f in found.items()} == {
         "model_list[0]": "moved", "model_list[1]": "moved", "model_list[2]": "moved",
@@ -100,8 +100,8 @@ def test_rewrite_changes_only_host_and_keeps_everything_else():
     ]
     # The comment naming the old network is history, not a target: it stays.
     assert "10.250/16 -> 10.251/16" in new_text
-    again, _ = audit(new_text)
-    assert lc.rewrite(new_text, again, _, compose) == (new_text, [])
+    again, again_spans = audit(new_text)
+    assert lc.rewrite(new_text, again, again_spans, compose) == (new_text, [])
     assert [(f["route"], f["status"]) for f in again if f["status"] in lc.PROBLEMS] == [
         ("summarizer", "unknown"), ("cloud-mini", "unknown")]
 
@@ -143,7 +143,7 @@ def test_two_seats_that_left_the_same_address_are_not_guessed():
 
 
 def test_problems_message_names_line_route_and_fix():
-    findings, _ = audit()
+    findings = audit()[0]
     message = lc.problems_message(findings, "/srv/litellm/config.yaml")
     assert message.startswith("/srv/litellm/config.yaml: 6 gateway target(s) do not point at"
                               " their seat: line 7 model_list[0] (gen-small) api_base"

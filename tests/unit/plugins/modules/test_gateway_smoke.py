@@ -35,9 +35,9 @@ def run(capsys, args):
 def test_all_checks_pass(seat, capsys):
     seat.queue("litellm_chat_prose", "litellm_stream_prose", "litellm_stream_reasoning",
                "litellm_tools_call", "vllm_tool_result_clean")
-    code, result, _ = run(capsys, {"url": seat.url, "api_key": KEY, "routes": [
+    code, result = run(capsys, {"url": seat.url, "api_key": KEY, "routes": [
         {"model": "gen-small", "checks": ["chat", "stream"]},
-        {"model": "char-rp-reasoning", "checks": ["reasoning", "tools"]}]})
+        {"model": "char-rp-reasoning", "checks": ["reasoning", "tools"]}]})[:2]
     assert code == 0, result
     assert result["changed"] is False and result["failed_checks"] == 0
     assert [(r["model"], r["check"], r["ok"]) for r in result["results"]] == [
@@ -51,8 +51,8 @@ def test_all_checks_pass(seat, capsys):
 
 def test_a_failed_check_fails_the_module_naming_route_and_check(seat, capsys):
     seat.queue("vllm_chat_prose", "vllm_tools_no_parser_400")
-    code, result, _ = run(capsys, {"url": seat.url, "routes": [
-        {"model": "char-rp", "checks": ["chat", "tools"]}]})
+    code, result = run(capsys, {"url": seat.url, "routes": [
+        {"model": "char-rp", "checks": ["chat", "tools"]}]})[:2]
     assert code == 1
     assert result["failed"] is True and result["failed_checks"] == 1
     assert result["msg"].startswith("1 of 2 gateway checks failed: route char-rp, check tools:"
@@ -62,8 +62,8 @@ def test_a_failed_check_fails_the_module_naming_route_and_check(seat, capsys):
 
 def test_check_mode_still_probes(seat, capsys):
     seat.queue("vllm_chat_prose")
-    code, result, _ = run(capsys, {"url": seat.url, "_ansible_check_mode": True,
-                                   "routes": [{"model": "gen-small", "checks": ["chat"]}]})
+    code, result = run(capsys, {"url": seat.url, "_ansible_check_mode": True,
+                                "routes": [{"model": "gen-small", "checks": ["chat"]}]})[:2]
     assert code == 0 and result["results"][0]["ok"]
     assert len(seat.requests) == 1
 
