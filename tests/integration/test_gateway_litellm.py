@@ -146,7 +146,7 @@ def gateway(litellm_bin, tmp_path_factory):
             proxy.stop()
 
 
-def smoke(tmp: Path, url: str, routes: list, api_key: str | None):
+def smoke(tmp: Path, url: str, routes: list, api_key: str | None, *options: str):
     """ansible-playbook playbooks/gateway-smoke.yml against one gateway host."""
     inventory = tmp / "inventory.json"
     host_vars = {"ansible_connection": "local", "llmfleet_gateway_url": url,
@@ -154,8 +154,8 @@ def smoke(tmp: Path, url: str, routes: list, api_key: str | None):
                  "ansible_python_interpreter": str(REPO_ROOT / ".venv" / "bin" / "python")}
     inventory.write_text(json.dumps({"gateways": {"hosts": {"gw": host_vars}}}))
     env = {"LLMFLEET_GATEWAY_API_KEY": api_key} if api_key else {}
-    return run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/gateway-smoke.yml"],
-                       extra_env=env)
+    return run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/gateway-smoke.yml",
+                        *options], extra_env=env)
 
 
 TABLE_ROW = re.compile(r"^\W*(\S+)\s+(chat|stream|reasoning|tools)\s+(ok|FAIL)\s+(\S+)\s+(\S+)"
@@ -201,6 +201,17 @@ def test_every_check_passes_through_the_gateway(gateway):
     assert [body.get("stream", False) for body in bodies] == [False, True, False, False, True]
     assert bodies[4]["model"] == "char-rp-thinking"
     assert bodies[4]["max_tokens"] == 2048
+
+
+def test_check_mode_still_probes(gateway):
+    seat, proxy = gateway["seat"], gateway["proxy"]
+    seat.queue("vllm_stream_reasoning_inline")
+    proc = smoke(gateway["tmp"], proxy.url, [{"model": "char-rp-reasoning",
+                                              "checks": ["reasoning"]}], proxy.master_key,
+                 "--check")
+    assert proc.returncode != 0, "a dry run must not call a broken route fine"
+    assert "route char-rp-reasoning, check reasoning: reasoning arrived inline" in proc.stdout
+    assert seat.pending() == 0
 
 
 def test_every_check_passes_directly_on_the_seat(gateway):
@@ -256,8 +267,9 @@ def test_dead_route_says_the_gateway_cannot_reach_the_seat(gateway):
 def test_wrong_key_fails_and_is_never_printed(gateway, wrong_key):
     proxy = gateway["proxy"]
     proc = smoke(gateway["tmp"], proxy.url, [{"model": "gen-small", "checks": ["chat"]}],
-                 wrong_key)
+                 wrong_key, "-vvv")
     assert proc.returncode != 0
+    assert "api_key: VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in proc.stdout, "-vvv shows the args"
     # LiteLLM without a database answers every key but the master key with 400 "No connected db."
     assert "route gen-small, check chat: HTTP 400: No connected db. (the api_key was rejected)" \
         in proc.stdout, proc.stdout
