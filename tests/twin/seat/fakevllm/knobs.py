@@ -1,0 +1,59 @@
+"""The fake's knobs: environment variables a test or the twin sets on a seat (README.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+FAULTS = ("oom_at_boot", "oom_on_long_request", "health_stuck", "crash_after_ready")
+_UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "k": 2 ** 10,
+          "m": 2 ** 20, "g": 2 ** 30}
+
+
+class KnobError(Exception):
+    """A knob with a value the fake cannot use; the message names it."""
+
+
+def _number(name, default, convert, minimum=0):
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = convert(raw)
+    except ValueError:
+        raise KnobError("%s: expected a number, got %r" % (name, raw))
+    if value < minimum:
+        raise KnobError("%s: expected a number >= %s, got %r" % (name, minimum, raw))
+    return value
+
+
+def _bytes(name):
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", raw)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise KnobError("%s: expected bytes, or a size like 16GiB or 512MiB, got %r" % (name, raw))
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+class Knobs:
+    def __init__(self):
+        self.boot_delay_s = _number("FAKE_VLLM_BOOT_DELAY_S", 0.0, float)
+        self.cuda_context_mib = _number("FAKE_VLLM_CUDA_CONTEXT_MIB", 512, int)
+        self.weights_bytes = _bytes("FAKE_VLLM_WEIGHTS_BYTES")
+        self.activation_mib = _number("FAKE_VLLM_ACTIVATION_MIB", None, int)
+        self.cuda_graph_mib = _number("FAKE_VLLM_CUDA_GRAPH_MIB", 512, int)
+        self.runtime_overhead_mib = _number("FAKE_VLLM_RUNTIME_OVERHEAD_MIB", 394, int)
+        self.creep_mib = _number("FAKE_VLLM_CREEP_MIB", 0, int)
+        self.creep_seconds = _number("FAKE_VLLM_CREEP_SECONDS", 60.0, float)
+        self.creep_steps = _number("FAKE_VLLM_CREEP_STEPS", 10, int, minimum=1)
+        self.long_request_tokens = _number("FAKE_VLLM_LONG_REQUEST_TOKENS", None, int, minimum=1)
+        self.crash_after_s = _number("FAKE_VLLM_CRASH_AFTER_S", 1.0, float)
+        self.reply_tokens = _number("FAKE_VLLM_REPLY_TOKENS", 24, int, minimum=1)
+        self.token_delay_s = _number("FAKE_VLLM_TOKEN_DELAY_MS", 0.0, float) / 1000.0
+        self.watchdog_s = _number("FAKE_VLLM_WATCHDOG_S", 5.0, float)
+        fault = (os.environ.get("FAKE_VLLM_FAULT") or "").strip()
+        if fault and fault not in FAULTS:
+            raise KnobError("FAKE_VLLM_FAULT: expected one of %s, got %r" % (", ".join(FAULTS), fault))
+        self.fault = fault or None
