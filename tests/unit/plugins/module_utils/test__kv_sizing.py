@@ -344,3 +344,20 @@ def test_sizing_is_monotonic(name, length, factors, longer, round_to):
 
     assert budget(low, length) <= budget(high, length)
     assert budget(low, length) <= budget(low, length + longer)
+
+
+# --- field vectors ---------------------------------------------------------------------------
+
+def test_seed_001_gemma_4_26b_boot_line():
+    # Seed 001: google/gemma-4-26B-A4B-it (RedHatAI NVFP4 weights, same attention geometry) on
+    # an RTX PRO 6000 logged "27.37 GiB and 1,724,110 tokens ... 6.5 full-length 262K
+    # sequences". With FP8 KV, the only block count whose budget vLLM prints as 27.37 GiB and
+    # that yields exactly 1,724,110 tokens is 89,690 blocks of 327,680 bytes.
+    budget = 89690 * 327680
+    assert format_gib(budget) == "27.37"
+    result = evaluate("gemma-4-26b-a4b-it", 262144, budget, kv_cache_dtype="fp8",
+                      gpu="rtx-pro-6000")
+    assert (result["bytes_per_block"], result["num_blocks"]) == (327680, 89690)
+    assert (result["kv_cache_tokens"], result["max_concurrency"]) == (1724110, 6.58)
+    assert evaluate("gemma-4-26b-a4b-it", 262144, budget - 327680, kv_cache_dtype="fp8",
+                    gpu="rtx-pro-6000")["kv_cache_tokens"] != 1724110
