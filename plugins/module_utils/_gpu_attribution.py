@@ -158,7 +158,8 @@ class DockerCliEngine:
         env = dict(os.environ, DOCKER_HOST=self.docker_host)
         command = [self.docker_bin, "inspect", "--type", "container"] + list(container_ids)
         try:
-            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=self.timeout)
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=self.timeout,
+                                  check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return {}, "cannot run %s: %s" % (self.docker_bin, exc)
         # With unknown IDs docker exits 1 but still prints the ones it found.

@@ -117,11 +117,10 @@ def _compute_processes(handle, label):
     try:
         return pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
     except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLLibraryMismatchError):
-        pass
+        return _call("nvmlDeviceGetComputeRunningProcesses_v2 on %s" % label,
+                     pynvml.nvmlDeviceGetComputeRunningProcesses_v2, handle)
     except pynvml.NVMLError as exc:
         raise nvml_failure("nvmlDeviceGetComputeRunningProcesses on %s" % label, exc)
-    return _call("nvmlDeviceGetComputeRunningProcesses_v2 on %s" % label,
-                     pynvml.nvmlDeviceGetComputeRunningProcesses_v2, handle)
 
 
 def _process_name(pid):

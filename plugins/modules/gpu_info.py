@@ -20,7 +20,7 @@ description:
     against that, rather than the free memory right after a restart, is the point of snapshots.
   - Downstream roles key everything by GPU UUID, never by index.
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.info_module

@@ -47,8 +47,8 @@ def nvml_library():
 @pytest.fixture
 def cards(tmp_path, nvml_library):
     """write(gpus, faults) -> the environment of a host with those simulated cards."""
-    def write(gpus=FV_ML1, faults=None):
-        path = write_state(tmp_path / "state.json", state(gpus, faults=faults))
+    def write(gpus=None, faults=None):
+        path = write_state(tmp_path / "state.json", state(FV_ML1 if gpus is None else gpus, faults=faults))
         return fake_gpu_env(path, nvml_library)
     return write
 
