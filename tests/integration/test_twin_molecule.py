@@ -1,0 +1,38 @@
+"""The molecule scenario (extensions/molecule/default): its create and destroy bring the fleet
+twin up and down; converge deploys a compose seat on each host over SSH, idempotence must change
+nothing, verify checks the running container and its memory on the simulated GPU."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, VENV_BIN, ansible_env
+from support.need import need_root_and
+
+sys.path.insert(0, str(REPO_ROOT / "tests" / "twin"))
+
+from twinlib import fleet  # noqa: E402
+
+pytestmark = [pytest.mark.twin, pytest.mark.slow]
+
+
+def test_molecule_default_scenario_converges_idempotently_and_verifies():
+    need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
+    if fleet.load_record():
+        pytest.fail("a twin is already up on this machine (`tests/twin/twin status`); the "
+                    "scenario brings up its own: run `tests/twin/twin down` first", pytrace=False)
+    proc = subprocess.run([str(VENV_BIN / "molecule"), "test"], cwd=REPO_ROOT, env=ansible_env(
+        {"NO_COLOR": "1", "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0"}), capture_output=True,
+        text=True, timeout=900, check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    executed = re.findall(r"default (?:➜|>) (\w+): Executed: Successful", log)
+    assert executed == ["destroy", "syntax", "create", "converge", "idempotence", "verify",
+                        "destroy"], log[-6000:]
+    assert re.search(r"twin1\s+: ok=4\s+changed=4", log), "converge did not deploy on twin1"
+    assert len(re.findall(r"twin[12]\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", log)) == 4
+    assert fleet.load_record() is None, "destroy left the twin up"
