@@ -3,6 +3,8 @@ replayed by the fake nvidia-smi in its own process, and the CSV parser on crafte
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,7 +21,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._nvidia_smi import 
     query_gpu_args,
     read_nvidia_smi,
 )
-from support.fakegpu import replaying_nvidia_smi
+from support.fakegpu import FAKE_NVIDIA_SMI, gpu, proc, replaying_nvidia_smi, state, write_state
 
 
 def read(fixture_name):
@@ -173,3 +175,37 @@ def test_compute_apps_round_trip_through_the_csv_nvidia_smi_prints(processes, un
     # nvidia-smi separates with ", ", so runs of spaces around a comma in a name collapse.
     assert [(p["pid"], p["name"], p["used_mib"]) for p in parsed] == [
         (pid, ", ".join(part.strip() for part in name.split(",")), used) for pid, name, used in processes]
+
+
+def run_fake(tmp_path, document, *args):
+    """The fake nvidia-smi rendering a state file (what the twin's hosts and seats see)."""
+    path = write_state(tmp_path / "state.json", document)
+    done = subprocess.run([str(FAKE_NVIDIA_SMI)] + list(args), env={"FAKE_GPU_STATE": str(path), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_fake_renders_the_state_like_nvidia_smi(tmp_path):
+    document = state([gpu(0, processes=[proc(4242, 20480, "python3")]), gpu(1, mig_mode=None)])
+    uuid0, uuid1 = document["gpus"][0]["uuid"], document["gpus"][1]["uuid"]
+    assert run_fake(tmp_path, document, "-L") == (
+        0, "GPU 0: NVIDIA H200 (UUID: %s)\nGPU 1: NVIDIA H200 (UUID: %s)\n" % (uuid0, uuid1), "")
+    rc, out, _ = run_fake(tmp_path, document, "-i", uuid1, "--query-gpu=index,memory.free,mig.mode.current",
+                          "--format=csv,noheader")
+    assert (rc, out) == (0, "1, 143771 MiB, [N/A]\n")
+    rc, out, _ = run_fake(tmp_path, document)
+    assert rc == 0 and "| NVIDIA-SMI 580.95.05" in out and "20480MiB / 143771MiB" in out
+    assert "python3                             20480MiB |" in out
+    assert run_fake(tmp_path, document, "--bogus")[:2] == (
+        2, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+    assert run_fake(tmp_path, document, "-i", "7", "-L")[:2] == (6, "No devices were found\n")
+
+
+@pytest.mark.parametrize("faults, code, first_line", [
+    ({"nvidia_smi": "no_driver"}, 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."),
+    ({"nvmlInit": "NVML_ERROR_LIB_RM_VERSION_MISMATCH"}, 18, "Failed to initialize NVML: Driver/library version mismatch"),
+    ({"gpu_lost": [0]}, 15, "Unable to determine the device handle for GPU00000000:18:00.0: GPU is lost."),
+])
+def test_the_fake_fails_like_nvidia_smi(tmp_path, faults, code, first_line):
+    rc, out, _ = run_fake(tmp_path, state([gpu(0), gpu(1)], faults=faults), "--query-gpu=index", "--format=csv")
+    assert rc == code and out.startswith(first_line)
