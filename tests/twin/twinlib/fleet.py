@@ -30,7 +30,6 @@ KNOWN_HOSTS = SSH_DIR / "known_hosts"
 INVENTORY = STATE_DIR / "inventory.yml"
 LOCK = Path("/run/lock/llmfleet-twin.lock")
 SEAT_DIR = REPO / "tests" / "twin" / "seat"
-PLACEHOLDER_SEAT_DIR = REPO / "tests" / "twin" / "placeholder-seat"
 FAKES_BUILD = REPO / "tests" / "fakes" / "build"
 FAKE_NVIDIA_SMI = REPO / "tests" / "fakes" / "bin" / "nvidia-smi"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -124,10 +123,6 @@ def up(fleet: dict) -> Path:
     return INVENTORY
 
 
-def _seat_dir() -> Path:
-    return SEAT_DIR if (SEAT_DIR / "vllm").exists() else PLACEHOLDER_SEAT_DIR
-
-
 def _driver_library() -> Path | None:
     """Build the fake libnvidia-ml.so.1 and an ld.so cache that lists it, which each host
     mounts as its /etc/ld.so.cache: NVML then loads as from a driver install, in every
@@ -157,7 +152,7 @@ def _build(fleet: dict) -> None:
     _save_record(fleet, hosts)
     _client_key()
     _driver_library()
-    tarball = build_rootfs(_seat_dir(), CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
+    tarball = build_rootfs(SEAT_DIR, CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
     nvidia_smi = FAKE_NVIDIA_SMI if FAKE_NVIDIA_SMI.exists() else None
     hostlib.ns_dir_up()
     hostlib.bridge_up()
