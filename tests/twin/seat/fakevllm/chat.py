@@ -96,9 +96,8 @@ class Generation:
             pieces += [("thinking", _spaced(i, word)) for i, word in enumerate(_THOUGHT.split())]
             pieces.append(("close", "<channel|>" if self.gemma else "\n</think>\n\n"))
         if self.calls_tool:
-            tool = request["tools"] if isinstance(request.get("tool_choice"), str) else \
-                [t for t in request["tools"] if (t.get("function") or {}).get("name") ==
-                 ((request["tool_choice"].get("function") or {}).get("name"))]
+            named = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
+            tool = [t for t in request["tools"] if named is None or (t.get("function") or {}).get("name") == named]
             function = (tool[0].get("function") or {}) if tool else {}
             self.tool_call = {"name": function.get("name", "tool"),
                               "arguments": json.dumps(_tool_arguments(tool[0]) if tool else {})}

@@ -151,6 +151,14 @@ class Rank:
         self.log.info("weights_took", "Loading weights took %.2f seconds" % elapsed)
         self.log.info("model_loading", "Model loading took %s GiB memory and %.6f seconds"
                       % (format_gib(weights), elapsed + 0.01))
+        layout = self.layout
+        if layout.aligned_block_size:   # platforms/interface.py _align_hybrid_block_size
+            self.log.info("hybrid_block_size", "Setting attention block size to %d tokens to ensure "
+                          "that attention page size is >= mamba page size." % layout.aligned_block_size)
+            if layout.page != layout.mamba_page:
+                self.log.info("mamba_padding", "Padding mamba page size by %.2f%% to ensure that mamba "
+                              "page size and attention page size are exactly equal."
+                              % (100 * (layout.page - layout.mamba_page) / layout.mamba_page))
 
     def determine_available_memory(self) -> int:
         s, knobs = self.s, self.knobs

@@ -62,6 +62,7 @@ class Layout:
             self.token_bytes = 2 * kv_heads * model.head_dim * self.kv_dtype_bytes
         self.window = int(text.get("sliding_window") or 0)
         self.mamba_page = self._gdn_page(text) if "mamba" in kinds else 0
+        self.aligned_block_size = None
         self.block_size = self._block_size(block_size, kv_cache_dtype)
         self.page = self.block_size * self.token_bytes
         self.groups = self._groups(kinds)

@@ -28,6 +28,8 @@ SITES = {
     "weights_took": ("default_loader.py", 506),
     "model_loading": ("model_runner.py", 428),
     "kv_layout": ("utils.py", 381),
+    "hybrid_block_size": ("interface.py", 1108),
+    "mamba_padding": ("interface.py", 1132),
     "reserved": ("gpu_worker.py", 676),
     "graphs": ("model_runner.py", 1163),
     "available": ("gpu_worker.py", 772),

@@ -81,14 +81,15 @@ class EngineClient:
             if waiter:
                 waiter["reply"] = message
                 waiter["done"].set()
+        _, status = os.waitpid(self.pid, 0)
+        # the output handler learns first; then the requests in flight fail
+        self.on_death(os.waitstatus_to_exitcode(status))
         self.dead = True
         self.booted.set()
         with self.lock:
             waiters, self.pending = list(self.pending.values()), {}
         for waiter in waiters:
             waiter["done"].set()
-        _, status = os.waitpid(self.pid, 0)
-        self.on_death(os.waitstatus_to_exitcode(status))
 
     def request(self, tokens: int, long_request: bool) -> bool:
         """Run one request through the engine; False when it died on it."""
@@ -163,8 +164,6 @@ class ApiServer:
         self.engine.booted.wait()
         boot = self.engine.boot
         if not boot or boot["event"] != "ready":
-            self.engine.booted.wait()
-            time.sleep(0.05)
             self.httpd.shutdown()
             return uncaught(CLI_FRAMES + [("v1/engine/utils.py", 1473, "wait_for_engine_startup",
                                            "raise RuntimeError(")],
@@ -287,7 +286,7 @@ class ApiServer:
 
     # -- lifetime ----------------------------------------------------------------------------
     def engine_died(self, exit_code: int) -> None:
-        if self.stop.is_set():
+        if self.stop.is_set() or self.state != "ready":   # a shutdown, or a failed boot
             return
         self.state = "dead"
         if exit_code < 0:   # killed by a signal: the client's liveness monitor notices
