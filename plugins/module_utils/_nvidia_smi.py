@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, SizeError, to_bytes
+
 GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.total", "memory.reserved",
               "memory.used", "memory.free", "mig.mode.current", "driver_version")
 # Drivers before R510 do not know memory.reserved.
@@ -43,7 +45,6 @@ EXIT_CODES = {
 _HEADER_ALIASES = {"used_gpu_memory": "used_memory"}
 _HEADER_TOKEN = re.compile(r"^[a-z][a-z0-9_.]*$")
 _UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]$")
-_MIB_VALUE = re.compile(r"^(\d+)(?:\s*MiB)?$")
 
 
 class NvidiaSmiError(ValueError):
@@ -158,15 +159,21 @@ def parse_query_csv(text, what, free_text):
 
 
 def _mib(row, field, what, number):
-    """A MiB figure (``46068`` or ``46068 MiB``), None when nvidia-smi cannot tell."""
+    """A MiB figure (``46068`` with nounits, ``46068 MiB`` without), None when nvidia-smi
+    cannot tell."""
     value = row.get(field)
     if value is None:
         return None
-    match = _MIB_VALUE.match(value)
-    if not match:
+    if value.isdigit():
+        return int(value)
+    try:
+        size = to_bytes(value, field)
+    except SizeError:
+        size = None
+    if size is None or not value.endswith("MiB") or size % MIB:
         raise NvidiaSmiError("%s: row %d, %s: expected a whole number of MiB, got %r"
                              % (what, number, field, value))
-    return int(match.group(1))
+    return size // MIB
 
 
 def _int(row, field, what, number):
