@@ -195,7 +195,7 @@ def test_gpu_reservation_allocates_on_the_reserved_gpu(twin_up, tmp_path):
     assert deploy_seat(inventory, "twin2", compose, tmp_path / "deploy.yml")["changed"] == 3
 
     gpu = wait_for_seat_memory("twin2", 1, KV_BYTES // 2 ** 20)
-    (seat_pids,) = container_pids("twin2").values()
+    (seat_pids,) = list(container_pids("twin2").values())
     (process,) = gpu["processes"]
     assert process["pid"] in seat_pids, "the driver saw a PID outside the seat's container"
     with open("/proc/%d/environ" % process["pid"], "rb") as handle:

@@ -220,8 +220,8 @@ def test_state_file_is_replaced_atomically_under_load(driver):
     thread = threading.Thread(target=reader)
     thread.start()
     client = DriverClient(driver["socket"])
-    for _ in range(300):
-        assert client(op="alloc", uuid=gpu0, mib=10)["ok"]
+    for attempt in range(300):
+        assert client(op="alloc", uuid=gpu0, mib=10)["ok"], attempt
     stop.set()
     thread.join()
     assert torn == []

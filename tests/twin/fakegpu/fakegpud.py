@@ -239,8 +239,8 @@ def main(argv=None) -> int:
     # Seats in containers may run as any user; the real device nodes are world-usable too.
     os.chmod(args.socket, 0o666)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print("fakegpud: %d GPU(s), socket %s, state %s" % (len(state["gpus"]), args.socket,
-                                                     args.state), flush=True)
+    print("fakegpud: %d GPU(s), socket %s, state %s"
+          % (len(state["gpus"]), args.socket, args.state), flush=True)
     try:
         server.serve_forever(poll_interval=0.1)
     finally:

@@ -37,11 +37,12 @@ class HookError(Exception):
 
 
 def last_env(env: list, name: str) -> str | None:
-    """The value a process sees: docker appends the reservation's variables after the image's."""
+    """The value the NVIDIA runtime takes: the last one (docker appends the reservation's
+    variables after the image's; the twin's images set none, so a seat sees the same)."""
     value = None
     for entry in env:
-        key, _, rest = entry.partition("=")
-        if key == name:
+        key, sep, rest = entry.partition("=")
+        if sep and key == name:
             value = rest
     return value
 
@@ -69,8 +70,8 @@ def utility_files() -> list:
     cache = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True,
                            check=False).stdout
     for line in cache.splitlines():
-        name, _, path = line.strip().partition(" => ")
-        if name.split(" ", 1)[0] == NVML and path:
+        name, arrow, path = line.strip().partition(" => ")
+        if arrow and name.split(" ", 1)[0] == NVML:
             files.append((path, "/usr/lib/x86_64-linux-gnu/" + NVML))
             break
     return files

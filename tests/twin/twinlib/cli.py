@@ -72,7 +72,7 @@ def main(argv: list | None = None) -> int:
         elif args.command == "gpu":
             host = fleet.find_host(args.host)
             for item in args.background:
-                token, _, mib = item.partition("=")
+                token, mib = item.partition("=")[::2]
                 if not mib.isdigit():
                     parser.error("--background wants GPU=MIB, got %r" % item)
                 fleet.gpu_request(host, {"op": "set_background", "uuid": _gpu_of(host, token),

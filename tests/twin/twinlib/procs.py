@@ -17,8 +17,8 @@ def run(cmd: list, check: bool = True, timeout: float = 120, **kwargs) -> subpro
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
                           **kwargs)
     if check and proc.returncode != 0:
-        raise TwinError("`%s` failed (rc=%d): %s" % (" ".join(cmd), proc.returncode,
-                                                      (proc.stderr or proc.stdout).strip()))
+        raise TwinError("`%s` failed (rc=%d): %s"
+                        % (" ".join(cmd), proc.returncode, (proc.stderr or proc.stdout).strip()))
     return proc
 
 
@@ -58,7 +58,7 @@ def pids_in_namespaces(mnt_inode: tuple | None, net_inode: tuple | None) -> set:
     for pid in _all_pids():
         if pid == os.getpid():
             continue
-        parent, _ = _parent_and_state(pid)
+        parent = _parent_and_state(pid)[0]
         children.setdefault(parent, []).append(pid)
         if (mnt_inode and ns_inode("/proc/%d/ns/mnt" % pid) == mnt_inode) or \
                 (net_inode and ns_inode("/proc/%d/ns/net" % pid) == net_inode):
