@@ -19,6 +19,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM = REPO / "tests" / "twin" / "seat" / "vllm"
+sys.path.insert(0, str(VLLM.parent))
+from fakevllm.kv import Layout, Plan, PlanError  # noqa: E402  (the seat's own package)
+from fakevllm.model import Model  # noqa: E402
 ASR = REPO / "tests" / "twin" / "seat" / "asr-seat"
 DRIVER = REPO / "tests" / "twin" / "fakegpu" / "fakegpud.py"
 GIB, MIB = 2 ** 30, 2 ** 20
@@ -618,3 +621,51 @@ def test_the_asr_tenant_holds_its_cap_and_transcribes(gpus, seats):
     short = seats(None, "--memory", "3840MiB", program=ASR, device="1", wait=False)
     assert short.wait_exit() == 1
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.75 GiB." in short.output
+
+
+# -- the seat's KV arithmetic against the research notes' vectors (reference §8, 8 GiB, TP=1) --
+
+REFERENCE_MODELS = {
+    "qwen3-8b": QWEN3_8B,
+    "llama-3.1-8b": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                     "torch_dtype": "bfloat16"},
+    "gemma-3-27b": {"model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62,
+                    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                    "sliding_window": 1024, "sliding_window_pattern": 6,
+                    "max_position_embeddings": 131072, "torch_dtype": "bfloat16"},
+    "gpt-oss-20b": {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+                    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                    "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 12,
+                    "max_position_embeddings": 131072, "torch_dtype": "bfloat16"},
+    "deepseek-v2-lite": {"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27,
+                         "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+                         "qk_rope_head_dim": 64, "max_position_embeddings": 163840, "torch_dtype": "bfloat16"},
+    "qwen3-next-80b": {"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48,
+                       "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+                       "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                       "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+                       "max_position_embeddings": 262144, "torch_dtype": "bfloat16"},
+    "qwen3.5-9b": QWEN35_9B,
+}
+
+
+@pytest.mark.parametrize("name, kv_dtype, max_len, expected", [
+    ("qwen3-8b", "auto", 32768, (58240, "1.78")), ("qwen3-8b", "fp8", 32768, (116496, "3.56")),
+    ("qwen3-8b", "auto", 131072, 58224), ("llama-3.1-8b", "auto", 32768, (65536, "2.00")),
+    ("llama-3.1-8b", "fp8", 131072, 131056),
+    ("gemma-3-27b", "auto", 32768, 14960), ("gemma-3-27b", "fp8", 32768, (50045, "1.53")),
+    ("gemma-3-27b", "fp8", 131072, 105152),
+    ("gpt-oss-20b", "auto", 32768, (232332, "7.09")), ("gpt-oss-20b", "fp8", 131072, (620762, "4.74")),
+    ("deepseek-v2-lite", "auto", 32768, (276160, "8.43")), ("deepseek-v2-lite", "fp8", 131072, (552320, "4.21")),
+    ("qwen3-next-80b", "auto", 32768, (300869, "9.18")), ("qwen3-next-80b", "fp8", 131072, (647294, "4.94")),
+    ("qwen3.5-9b", "auto", 131072, (251636, "1.92")), ("qwen3.5-9b", "fp8", 32768, (394035, "12.03")),
+])
+def test_the_seats_kv_arithmetic_reproduces_the_reference_vectors(name, kv_dtype, max_len, expected):
+    layout = Layout(Model(name, "/nonexistent", REFERENCE_MODELS[name]), kv_dtype)
+    if isinstance(expected, int):    # a boot failure: the estimated maximum length in vLLM's error
+        with pytest.raises(PlanError, match="the estimated maximum model length is %d\\." % expected):
+            Plan(layout, 8 * GIB, max_len, 256, True)
+    else:
+        plan = Plan(layout, 8 * GIB, max_len, 256, True)
+        assert (plan.tokens, "%.2f" % plan.max_concurrency) == expected

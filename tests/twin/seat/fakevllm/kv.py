@@ -3,9 +3,9 @@
 alignment, grouping, bytes per block, the admission check with its null block, the capacity
 line, the Mamba max_num_seqs check. Every figure is per GPU (tensor-parallel rank).
 
-Modelled: full attention (MHA/GQA, MLA), sliding window with the same page as full attention,
-and Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5). Anything else is refused by name rather than
-guessed.
+Modelled: full attention (MHA/GQA, MLA), sliding window (Gemma 3 and 4, gpt-oss; Gemma 4's
+global layers with their own head size), and Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5).
+Anything else is refused by name rather than guessed.
 """
 
 from __future__ import annotations
@@ -53,18 +53,12 @@ class Layout:
         self.in_flight_tokens = 2 * max_num_batched_tokens   # async scheduling: 2 batches
         kinds = self._layer_kinds(text)
         self.mla = bool(text.get("kv_lora_rank"))
-        if self.mla:
-            # MLAAttentionSpec: one latent head, not split across ranks
-            self.token_bytes = (int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim", 64))) \
-                * self.kv_dtype_bytes
-        else:
-            kv_heads = max(1, model.num_kv_heads // self.tp)
-            self.token_bytes = 2 * kv_heads * model.head_dim * self.kv_dtype_bytes
+        self.token_bytes = self._token_bytes(text, "full")
         self.window = int(text.get("sliding_window") or 0)
         self.mamba_page = self._gdn_page(text) if "mamba" in kinds else 0
         self.aligned_block_size = None
         self.block_size = self._block_size(block_size, kv_cache_dtype)
-        self.page = self.block_size * self.token_bytes
+        self._unify_pages(text, kinds)
         self.groups = self._groups(kinds)
         self.group_size = max(len(layers) for _, layers in self.groups)
         self.bytes_per_block = self.group_size * self.page
@@ -101,11 +95,32 @@ class Layout:
             kinds = ["sliding"] * layers
         else:
             kinds = ["full"] * layers
-        if "sliding" in kinds and (text.get("global_head_dim") or text.get("num_global_key_value_heads")):
-            raise NotModelled("sliding and global layers with different KV geometry")
         if "mamba" in kinds and not text.get("linear_num_value_heads"):
             raise NotModelled("a Mamba layer type other than Gated DeltaNet")
         return kinds
+
+    def _token_bytes(self, text, kind):
+        """KV bytes of one token in one layer of this kind, on one rank."""
+        if self.mla:
+            # MLAAttentionSpec: one latent head, not split across ranks
+            return (int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim", 64))) * self.kv_dtype_bytes
+        kv_heads, head_dim = self.model.num_kv_heads, self.model.head_dim
+        if kind == "full" and text.get("global_head_dim"):
+            # Gemma 4: global layers have their own head size, and with K = V their own KV heads
+            head_dim = int(text["global_head_dim"])
+            if text.get("attention_k_eq_v") and text.get("num_global_key_value_heads"):
+                kv_heads = int(text["num_global_key_value_heads"])
+        return 2 * max(1, kv_heads // self.tp) * head_dim * self.kv_dtype_bytes
+
+    def _unify_pages(self, text, kinds):
+        """kv_cache_planning.py unify_kv_cache_spec_page_size: a page that divides the largest
+        gets a proportionally larger block; others (and Mamba state) are padded to it."""
+        pages = {kind: self.block_size * self._token_bytes(text, kind)
+                 for kind in set(kinds) if kind != "mamba"}
+        self.page = max(pages.values())
+        self.kind_block_size = {
+            kind: self.block_size * (self.page // page) if self.page % page == 0 else self.block_size
+            for kind, page in pages.items()}
 
     def _gdn_page(self, text):
         """Gated DeltaNet state per layer (model_executor/layers/mamba/mamba_utils.py)."""
@@ -155,9 +170,10 @@ class Layout:
     # -- per request -----------------------------------------------------------------------
     def pages_per_request(self, kind, max_model_len):
         if kind == "full":
-            return cdiv(max_model_len, self.block_size)
+            return cdiv(max_model_len, self.kind_block_size[kind])
         if kind == "sliding":
-            return cdiv(min(self.window - 1 + self.in_flight_tokens, max_model_len), self.block_size) + 1
+            return cdiv(min(self.window - 1 + self.in_flight_tokens, max_model_len),
+                        self.kind_block_size[kind]) + 1
         return 3 if self.prefix_caching else 1   # mamba: align mode keeps 2 + a checkpoint
 
     def blocks_per_request(self, max_model_len):
