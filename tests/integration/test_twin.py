@@ -256,6 +256,22 @@ def test_a_killed_seat_frees_its_memory(twin_up):
         gpu_state("twin2")["gpus"][1]["memory_total_mib"]
 
 
+def test_gpu_command_sets_background_memory_and_faults_seen_over_ssh(twin_up):
+    inventory = twin_up["inventory"]
+    proc = twin("gpu", "twin3", "--background", "1=2048")
+    assert proc.returncode == 0, proc.stderr
+    smi = ansible(inventory, "twin3", "command",
+                  {"cmd": "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"})
+    assert smi["twin3"]["stdout_lines"] == ["0, 0 MiB", "1, 2048 MiB"]
+    assert twin("gpu", "twin3", "--faults", '{"nvidia_smi": "no_driver"}').returncode == 0
+    broken = ansible(inventory, "twin3", "command", {"cmd": "nvidia-smi"}, check=False)["twin3"]
+    assert broken["rc"] == 9
+    assert "couldn't communicate with the NVIDIA driver" in broken["stdout"] + broken["stderr"]
+    refused = twin("gpu", "twin3", "--background", "5=1")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "twin: error: twin host twin3 has no GPU '5' (indices 0-1 or UUIDs)"
+
+
 def test_down_leaves_nothing_behind(twin_up):
     record = twin_up["record"]
     processes = host_processes(record)

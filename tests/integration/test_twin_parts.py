@@ -23,7 +23,9 @@ sys.path.insert(0, str(TWIN_DIR / "fakegpu"))
 
 import hook  # noqa: E402  (tests/twin/fakegpu/hook.py)
 from twinlib import fleet, rootfs  # noqa: E402
-from twinlib.spec import SpecError, gpu_state, parse_spec, stable_uuid  # noqa: E402
+from twinlib.spec import (SpecError, gpu_state, parse_spec, spec_from_inventory,  # noqa: E402
+                          stable_uuid)
+from conftest import run_ansible  # noqa: E402
 
 REPO = TWIN_DIR.parents[1]
 H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
@@ -54,6 +56,23 @@ def test_fv_ml1_spec_matches_the_fv_ml1_inventory():
     assert [g["memory_total_mib"] for g in host["gpus"]] == [97887] * 4
     seat_images = {s["image"] for s in inventory["llmfleet_seats"]}
     assert seat_images <= set(fleet_spec["images"])
+
+
+def test_a_twin_of_the_fv_ml1_inventory_is_the_fv_ml1_spec():
+    proc = run_ansible(["ansible-inventory", "-i", "inventories/fv-ml1", "--list"], check=True)
+    from_inventory = parse_spec(spec_from_inventory(json.loads(proc.stdout)))
+    with open(TWIN_DIR / "specs" / "fv-ml1.json", encoding="utf-8") as handle:
+        assert from_inventory == parse_spec(json.load(handle))
+    # embed is a fixed-size seat on the vLLM image: the image stays the vLLM stand-in
+    assert from_inventory["images"] == {"vllm/vllm-openai:v0.33.0": "vllm",
+                                        "parakeet-nemo:local": "asr"}
+
+
+def test_an_inventory_without_gpu_hosts_is_refused():
+    with pytest.raises(SpecError) as caught:
+        spec_from_inventory({"_meta": {"hostvars": {"gw": {"ansible_host": "10.0.0.1"}}}})
+    assert str(caught.value) == ("twin spec inventory: expected at least one host with "
+                                 "llmfleet_gpus, got ['gw']")
 
 
 def test_gpu_entries_expand_counts_uuids_and_background():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 from . import fleet
 from .procs import TwinError
-from .spec import SpecError, parse_spec
+from .spec import SpecError, parse_spec, spec_from_inventory
 
 
 def _load_spec(path: str | None) -> object:
@@ -22,6 +24,17 @@ def _load_spec(path: str | None) -> object:
         raise SpecError("twin spec %s: cannot read it (%s)" % (path, exc.strerror)) from None
     except ValueError as exc:
         raise SpecError("twin spec %s: not valid JSON (%s)" % (path, exc)) from None
+
+
+def _inventory_spec(path: str) -> dict:
+    command = shutil.which("ansible-inventory")
+    if command is None:
+        raise SpecError("--inventory needs ansible-inventory on PATH (. scripts/env.sh)")
+    proc = subprocess.run([command, "-i", path, "--list"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    if proc.returncode != 0:
+        raise SpecError("ansible-inventory -i %s failed: %s" % (path, proc.stderr.strip()))
+    return spec_from_inventory(json.loads(proc.stdout))
 
 
 def _gpu_of(host: fleet.Host, token: str) -> str:
@@ -39,7 +52,10 @@ def main(argv: list | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="bring the twin up; prints the inventory path last")
     up.add_argument("--hosts", type=int, metavar="N", help="number of hosts")
-    up.add_argument("--spec", metavar="FILE", help="JSON spec of hosts and GPUs")
+    shape = up.add_mutually_exclusive_group()
+    shape.add_argument("--spec", metavar="FILE", help="JSON spec of hosts and GPUs")
+    shape.add_argument("--inventory", metavar="PATH",
+                       help="an Ansible inventory: a twin of its hosts with llmfleet_gpus")
     commands.add_parser("down", help="remove everything the twin made")
     status = commands.add_parser("status", help="hosts, daemons, GPUs and containers")
     status.add_argument("--json", action="store_true", help="machine-readable")
@@ -55,7 +71,8 @@ def main(argv: list | None = None) -> int:
 
     try:
         if args.command == "up":
-            fleet_spec = parse_spec(_load_spec(args.spec), args.hosts)
+            raw = _inventory_spec(args.inventory) if args.inventory else _load_spec(args.spec)
+            fleet_spec = parse_spec(raw, args.hosts)
             print(fleet.up(fleet_spec))
         elif args.command == "down":
             fleet.down()

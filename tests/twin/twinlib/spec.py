@@ -25,7 +25,7 @@ DRIVER = {"driver_version": "580.95.05", "nvml_version": "13.580.95.05",
           "cuda_driver_version": 13000}
 # Bus numbers as an eight-GPU server enumerates them.
 PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
-HOST_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_HOSTS = 200  # the twin's /24 holds hosts .11 to .210
 
@@ -141,7 +141,7 @@ def parse_spec(spec: object, host_count: int | None = None) -> dict:
         _known_keys(host, _HOST_KEYS, where)
         name = host.get("name")
         _expect(isinstance(name, str) and HOST_NAME.match(name) is not None, where + ".name",
-                "a host name of lower-case letters, digits and '-' (at most 31)", name)
+                "a host name of lower-case letters, digits, '.' and '-' (at most 63)", name)
         _expect(name not in [h["name"] for h in fleet_hosts], where + ".name",
                 "a name no other host has", name)
         gpus_where = where + ".gpus" if "gpus" in host else "gpus"
@@ -166,6 +166,33 @@ def parse_spec(spec: object, host_count: int | None = None) -> dict:
                     "a %s like %r" % (type(DRIVER[key]).__name__, DRIVER[key]), spec[key])
             driver[key] = spec[key]
     return {"hosts": fleet_hosts, "images": dict(images), "driver": driver}
+
+
+def spec_from_inventory(inventory: dict) -> dict:
+    """A spec shaped like an Ansible inventory's GPU hosts (`ansible-inventory --list` output):
+    every host with `llmfleet_gpus` (CONTRIBUTING.md, "The fleet as data") becomes a twin host
+    with those GPUs and UUIDs, and every seat's image a tag the twin provides: the vLLM stand-in
+    for an image a vLLM seat uses or named like vLLM's, else the fixed-size (ASR) tenant."""
+    hostvars = inventory.get("_meta", {}).get("hostvars", {})
+    hosts, images = [], {}
+    for name in sorted(hostvars):
+        gpus = hostvars[name].get("llmfleet_gpus")
+        if gpus is None:
+            continue
+        where = "inventory host %s: llmfleet_gpus" % name
+        _expect(isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus), where,
+                "a list of GPUs", gpus)
+        hosts.append({"name": name, "gpus": [
+            {"name": g.get("name"), "memory_total_mib": g.get("memory_total_mib"),
+             "uuid": g.get("uuid")}
+            for g in sorted(gpus, key=lambda g: g.get("index", 0))]})
+        for seat in hostvars[name].get("llmfleet_seats") or []:
+            if isinstance(seat, dict) and isinstance(seat.get("image"), str):
+                vllm = seat.get("engine") == "vllm" or "vllm" in seat["image"]
+                if vllm or seat["image"] not in images:
+                    images[seat["image"]] = "vllm" if vllm else "asr"
+    _expect(bool(hosts), "inventory", "at least one host with llmfleet_gpus", sorted(hostvars))
+    return {"hosts": hosts, "images": images or dict(DEFAULT_IMAGES)}
 
 
 def gpu_state(host: dict, driver: dict) -> dict:
