@@ -11,8 +11,8 @@ short_description: One rebalance at a time per GPU host, with the journal to und
 version_added: 0.1.0
 description:
   - Takes or releases a per-host lock file, created exclusively, that records which run holds it
-    (run id, controller host and process, start time) and that run's journal, which says what ran before and
-    which backups hold the files it replaced.
+    (run id, controller host and process, start time) and that run's journal, which says what
+    ran before and which backups hold the files it replaced.
   - A second run finds the lock taken and fails with the holder's details, before it touches
     anything. A run whose controller process is gone (an interrupted run, a lost connection)
     leaves a stale lock; the playbooks detect that on the controller, take the lock over with
