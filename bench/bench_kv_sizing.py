@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print KV sizing throughput (seats/s) and per-seat latency.
 
     python bench/bench_kv_sizing.py [--seconds 3]
@@ -61,8 +60,9 @@ def main():
     print("%d model configs from %s" % (len(seats()), FIXTURES.relative_to(REPO)))
     measure("size", lambda config, options: size_kv_budget(config, "published", **options),
             args.seconds)
-    measure("evaluate", lambda config, options: evaluate_kv_budget(config, 131072, "8G",
-                                                                    **options), args.seconds)
+    measure("evaluate",
+            lambda config, options: evaluate_kv_budget(config, 131072, "8G", **options),
+            args.seconds)
 
 
 if __name__ == "__main__":

@@ -378,7 +378,7 @@ def published_max_model_len(config, seat=None):
     aliases (model_max_length wins), without any rope/YaRN extension applied."""
     text, text_type, path = _split(config, seat)
     defaults = _FAMILIES.get(text_type, {}).get("defaults", {})
-    value, _ = _max_len_and_key(text, defaults)
+    value = _max_len_and_key(text, defaults)[0]
     if value is None or value < 1:
         raise _fail(seat, path + "max_position_embeddings",
                     "the model's context window (the config names none)", value)
@@ -551,8 +551,9 @@ def _mla_geometry(reader, num_layers):
     if nope is not None and nope == rope:
         raise reader.fail("qk_nope_head_dim", "a value different from qk_rope_head_dim (equal "
                           "values are the transformers 5.4 attribute_map bug)")
-    layers = [{"kind": "mla", "num_kv_heads": 1, "head_size": rank + rope, "head_size_v": 0,
-               "sliding_window": None} for _ in range(num_layers)]
+    layer = {"kind": "mla", "num_kv_heads": 1, "head_size": rank + rope, "head_size_v": 0,
+             "sliding_window": None}
+    layers = [dict(layer) for index in range(num_layers)]
     return layers, {"kv_lora_rank": rank, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope}
 
 

@@ -22,7 +22,7 @@ description:
   - The arithmetic is checked against vLLM 0.33.0's own planning code on generated
     configurations (the collection's differential test).
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.pure
@@ -323,13 +323,13 @@ def main():
             "tensor_parallel_size": {"type": "int", "default": 1},
             "block_size": {"type": "int"},
             "enable_prefix_caching": {"type": "bool", "default": True},
-            "max_num_batched_tokens": {"type": "int"},
+            "max_num_batched_tokens": {"type": "int", "no_log": False},
             "max_num_seqs": {"type": "int"},
             "kv_cache_memory_bytes": {"type": "raw"},
             "kv_factor": {"type": "float", "default": 1.25},
             "kv_round_to": {"type": "raw", "default": "0.5GiB"},
             "gpu": {"type": "str", "choices": sorted(GPU_PROFILES), "default": DEFAULT_GPU},
-            "num_speculative_tokens": {"type": "int", "default": 0},
+            "num_speculative_tokens": {"type": "int", "default": 0, "no_log": False},
             "enforce_eager": {"type": "bool", "default": False},
             "mamba_cache_dtype": {"type": "str", "choices": list(MAMBA_DTYPES),
                                   "default": "auto"},

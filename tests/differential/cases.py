@@ -65,7 +65,7 @@ def dense(rng):
         kind = rng.choice(["linear", "yarn", "dynamic", "llama3"])
         config["rope_scaling"] = {"type": kind, "factor": factor}
         rope = {"rope_type": kind, "factor": factor}
-    truth = _truth(model_type, [_layer("full", kv, head_dim) for _ in range(layers)], heads,
+    truth = _truth(model_type, [_layer("full", kv, head_dim)] * layers, heads,
                    "bfloat16" if dtype == "float32" else dtype, max_len)
     truth["rope_parameters"] = rope
     return config, truth
@@ -194,7 +194,7 @@ def mla(rng):
               "num_attention_heads": heads, "num_key_value_heads": heads, "hidden_size": 2048,
               "kv_lora_rank": rank, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope,
               "v_head_dim": 128, "max_position_embeddings": 163840, "torch_dtype": "bfloat16"}
-    stack = [_layer("mla", 1, rank + rope) for _ in range(layers)]
+    stack = [_layer("mla", 1, rank + rope)] * layers
     return config, _truth(model_type, stack, heads, "bfloat16", 163840,
                           mla={"nope": nope})
 
@@ -278,7 +278,9 @@ def _valid_tps(truth, rng):
 def make_cases(count, seed=20261005):
     """``count`` cases spread over the families by weight, deterministic for a seed."""
     rng = random.Random(seed)
-    names = [name for name, (_, weight) in FAMILIES.items() for _ in range(weight)]
+    names = []
+    for name, family in FAMILIES.items():
+        names += [name] * family[1]
     cases = []
     while len(cases) < count:
         family = names[len(cases) % len(names)]

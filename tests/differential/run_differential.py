@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Compare llmfleet.seats' KV sizing with vLLM 0.33.0's own planning code on generated cases.
 
     python tests/differential/run_differential.py --cases 600 --report out.json

@@ -261,7 +261,7 @@ class Harness:
             lambda cfg: contextlib.nullcontext()
 
     def _resolve_qualname(self, qualname):
-        module, _, attribute = qualname.rpartition(".")
+        module, attribute = qualname.rsplit(".", 1)
         return getattr(sys.modules[module], attribute)
 
     def _cut_definitions(self):
@@ -630,7 +630,7 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
         specs[name] = spec
 
     budget = options["kv_cache_memory_bytes"]
-    workers = [dict(specs) for _ in range(tp)]
+    workers = [dict(specs) for rank in range(tp)]
     groups = planning.get_global_kv_cache_groups(vllm_config, workers)
     builder = sys.modules["vllm.v1.core.kv_cache_config_builder"] \
         .get_kv_cache_config_builder(vllm_config)

@@ -1,5 +1,5 @@
 """The KV and size filters: the module's numbers, AnsibleFilterError on bad input (a real
-render through ansible runs in tests/integration/test_kv_budget.py)."""
+render through ansible runs in tests/integration/test_kv_budget_ansible.py)."""
 
 from __future__ import annotations
 

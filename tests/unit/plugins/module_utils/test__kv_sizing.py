@@ -299,11 +299,10 @@ def test_sizing_a_hybrid_covers_max_num_seqs():
     ({"max_model_len": 131072}, "max_model_len: User-specified max_model_len (131072)"),
 ])
 def test_sizing_errors(kwargs, message):
-    arguments = {"max_model_len": 32768}
-    arguments.update(kwargs)
+    options = dict(kwargs)
+    length = options.pop("max_model_len", 32768)
     with pytest.raises(KVSizingError) as error:
-        size_kv_budget(config("qwen3-8b"), arguments.pop("max_model_len"), seat="coder",
-                       **arguments)
+        size_kv_budget(config("qwen3-8b"), length, seat="coder", **options)
     assert str(error.value).startswith("seat coder: " + message)
 
 

@@ -39,8 +39,8 @@ def test_evaluates_a_budget_from_a_config_path(capsys):
 def test_sizes_from_a_model_directory_and_an_inline_dict(capsys, tmp_path):
     config = json.loads((FIXTURES / "gpt-oss-20b.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps(config))
-    _, from_dir = run(capsys, model_config_path=str(tmp_path), max_model_len="published")
-    _, inline = run(capsys, model_config=config, max_model_len="131072")
+    from_dir = run(capsys, model_config_path=str(tmp_path), max_model_len="published")[1]
+    inline = run(capsys, model_config=config, max_model_len="131072")[1]
     assert from_dir == inline
     assert from_dir["max_model_len"] == 131072
     assert from_dir["kv_cache_memory_bytes"] % (512 * 1024 * 1024) == 0
@@ -52,8 +52,8 @@ def test_check_mode_gives_the_same_answer(capsys):
     args = {"model_config_path": str(FIXTURES / "qwen3.5-0.8b.json"),
             "max_model_len": "published", "kv_factor": 1.07, "kv_cache_dtype": "fp8",
             "gpu": "rtx-pro-6000", "max_num_seqs": 64}
-    _, normal = run(capsys, **args)
-    _, checked = run(capsys, _ansible_check_mode=True, **args)
+    normal = run(capsys, **args)[1]
+    checked = run(capsys, _ansible_check_mode=True, **args)[1]
     assert normal == checked and normal["boot_ok"]
 
 
