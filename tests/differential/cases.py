@@ -116,8 +116,7 @@ def gemma3(rng):
     stride = pattern or 6
     kinds = ["sliding" if (index + 1) % stride else "full" for index in range(layers)]
     if rng.random() < 0.3:
-        text["layer_types"] = [k + ("_attention" if k == "full" else "_attention") for k in
-                               ["sliding" if kind == "sliding" else "full" for kind in kinds]]
+        text["layer_types"] = [kind + "_attention" for kind in kinds]
     stack = [_layer(kind, kv, head_dim, window if kind == "sliding" else None) for kind in kinds]
     truth = _truth("gemma3", stack, heads, "bfloat16", 131072,
                    rope_parameters={"rope_type": "linear", "factor": 8.0})

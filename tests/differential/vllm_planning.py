@@ -421,7 +421,7 @@ class _Platform:
         return tuple(self.capability) == tuple(capability)
 
     def is_device_capability_family(self, family):
-        return self.capability[0] * 10 // 10 == family // 10
+        return self.capability[0] == family // 10
 
     def get_cuda_runtime_major(self):
         return 13
@@ -561,21 +561,19 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
     # Block size: Platform.update_block_size_for_backend with the inferred backend.
     backend = _backend_class(harness, options["backend"])
     linear = truth.get("linear")
-    gdn_layers = []
+    # GatedDeltaNet.__init__: FlashInfer's GDN prefill exports 64-token checkpoints in align mode.
+    gdn_alignment = None
     if is_hybrid:
-        requested_backend, gdn_backend = harness.gdn_ns["_resolve_gdn_prefill_backend"](
-            _namespace(additional_config={}, model_config=model_config))
-        alignment = (harness.flashinfer_gdn_alignment
-                     if cache_config.mamba_cache_mode == "align" and gdn_backend == "flashinfer"
-                     else None)
-        gdn_layers = [alignment]
+        gdn_backend = harness.gdn_ns["_resolve_gdn_prefill_backend"](
+            _namespace(additional_config={}, model_config=model_config))[1]
+        if cache_config.mamba_cache_mode == "align" and gdn_backend == "flashinfer":
+            gdn_alignment = harness.flashinfer_gdn_alignment
     abstract = sys.modules.setdefault("vllm.model_executor.layers.mamba.abstract",
                                       types.ModuleType("vllm.model_executor.layers.mamba.abstract"))
 
     def checkpoint_alignment(config):
-        if not gdn_layers or gdn_layers[0] is None:
-            return None
-        return gdn_layers[0]
+        """get_mamba_prefill_checkpoint_alignment over GDN layers that are all alike."""
+        return gdn_alignment
 
     abstract.get_mamba_prefill_checkpoint_alignment = checkpoint_alignment
     harness.mamba_base_ns["get_mamba_prefill_checkpoint_alignment"] = checkpoint_alignment
@@ -609,7 +607,7 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
             continue
         name = ("mtp.layers.%d" if layer.get("draft") else "model.layers.%d") % index
         if layer["kind"] == "linear":
-            spec = _mamba_spec(harness, vllm_config, model_cls, gdn_layers)
+            spec = _mamba_spec(harness, vllm_config, model_cls, gdn_alignment)
         elif layer["kind"] == "mla":
             this = _namespace(kv_cache_dtype=cache_dtype, head_size=layer["head_size"],
                               sliding_window=None, topk_buffer_width=None, indexer=None,
@@ -671,7 +669,7 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
     }
 
 
-def _mamba_spec(harness, vllm_config, model_cls, gdn_layers):
+def _mamba_spec(harness, vllm_config, model_cls, gdn_alignment):
     """MambaBase.get_kv_cache_spec for a GDN layer, then the GDN layer's checkpoint export
     (qwen_gdn_linear_attn.py: num_prefill_checkpoint_blocks=1 on the prefix-cache grid)."""
     this = _namespace(
@@ -680,7 +678,7 @@ def _mamba_spec(harness, vllm_config, model_cls, gdn_layers):
         mamba_type=sys.modules["vllm.v1.attention.backends.registry"]
         .MambaAttentionBackendEnum.GDN_ATTN, is_kv_cache_tp_replicated=False)
     spec = harness.mamba_base_ns["get_kv_cache_spec"](this, vllm_config)
-    if gdn_layers and gdn_layers[0] is not None:
+    if gdn_alignment is not None:
         grid = harness.mamba_base_ns["get_mamba_prefill_checkpoint_grid"](vllm_config)
         spec = dataclasses.replace(spec, num_prefill_checkpoint_blocks=1,
                                    prefill_checkpoint_alignment=grid)
