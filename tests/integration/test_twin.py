@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -227,6 +228,36 @@ def test_an_unknown_device_fails_the_start_like_the_nvidia_runtime(twin_up):
     assert "nvidia-container-cli: device error: GPU-00000000-0000-4000-8000-000000000000: " \
            "unknown device" in proc.stderr
     assert all(not g["processes"] for g in gpu_state("twin1")["gpus"])
+
+
+def test_a_seat_short_of_free_memory_fails_with_vllms_message(twin_up):
+    twin1 = fleet.find_host("twin1")
+    gpu0 = gpu_state("twin1")["gpus"][0]
+    assert twin("gpu", "twin1", "--background", "0=%d" % (gpu0["memory_total_mib"] - 10000)).returncode == 0
+    project = hostlib.STATE_DIR / "hosts" / "twin1" / "srv" / "short"
+    project.mkdir(parents=True)
+    (project / "compose.yaml").write_text(COMPOSE.format(
+        kv=KV_BYTES, address=twin1.address, port=SEAT_PORT, model=MODEL, uuid=gpu0["uuid"]))
+    ansible(twin_up["inventory"], "twin1", "community.docker.docker_compose_v2",
+            {"project_src": "/srv/short", "state": "present"})
+    deadline = time.monotonic() + 60
+    while True:
+        (seat,) = twin1.containers()
+        if seat["State"] == "exited":
+            break
+        assert time.monotonic() < deadline, "the seat never failed: %s" % seat
+        time.sleep(0.3)
+    assert seat["Status"].startswith("Exited (1)")
+    log = twin1.docker(["logs", seat["ID"]]).stderr
+    total_gib = gpu0["memory_total_mib"] / 1024
+    found = re.search(r"ValueError: Free memory on device cuda:0 \(([\d.]+)/%.1f GiB\) on startup is "
+                      r"less than desired GPU memory utilization \(0\.92, %.2f GiB\)"
+                      % (total_gib, 0.92 * total_gib), log)
+    assert found, log[-3000:]
+    # what the seat saw is what the driver left free, less the CUDA context it made first
+    assert float(found.group(1)) <= 10000 / 1024
+    twin1.docker(["rm", seat["ID"]])
+    assert twin("gpu", "twin1", "--background", "0=0").returncode == 0
 
 
 def test_gpu_info_over_ssh_attributes_the_seat_to_its_compose_service(twin_up):
