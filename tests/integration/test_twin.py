@@ -228,6 +228,10 @@ def test_an_unknown_device_fails_the_start_like_the_nvidia_runtime(twin_up):
     assert "nvidia-container-cli: device error: GPU-00000000-0000-4000-8000-000000000000: " \
            "unknown device" in proc.stderr
     assert all(not g["processes"] for g in gpu_state("twin1")["gpus"])
+    probe = ["run", "--rm", "--entrypoint", "python3", "vllm/vllm-openai:v0.33.0", "-c",
+             "import os; print(os.path.exists('/run/fakegpu/gpu.sock'))"]
+    assert twin1.docker(probe).stdout.strip() == "False", "a container without a reservation saw the driver"
+    assert twin1.docker(probe[:2] + ["--gpus", "all"] + probe[2:]).stdout.strip() == "True"
 
 
 def test_a_seat_short_of_free_memory_fails_with_vllms_message(twin_up):
@@ -301,6 +305,20 @@ def test_gpu_command_sets_background_memory_and_faults_seen_over_ssh(twin_up):
     refused = twin("gpu", "twin3", "--background", "5=1")
     assert refused.returncode == 1
     assert refused.stderr.strip() == "twin: error: twin host twin3 has no GPU '5' (indices 0-1 or UUIDs)"
+
+
+def test_a_host_whose_driver_is_down_refuses_gpu_containers(twin_up):
+    twin3 = fleet.find_host("twin3")
+    os.kill(twin3.pids["fakegpud"], 15)
+    deadline = time.monotonic() + 10
+    while alive(twin3.pids["fakegpud"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc = twin3.docker(["run", "--rm", "--gpus", "all", "vllm/vllm-openai:v0.33.0", "x"],
+                        check=False, timeout=60)
+    assert proc.returncode != 0
+    assert "nvidia-container-cli: initialization error: nvml error: driver not loaded" in proc.stderr
+    assert "fakegpud DOWN" in twin("status").stdout
 
 
 def test_down_leaves_nothing_behind(twin_up):
