@@ -23,7 +23,7 @@ description:
   - A container log can hold several boots (a seat with C(restart=always) that crashed); every
     figure describes the last boot, and RV(boots) says how many there were.
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.info_module

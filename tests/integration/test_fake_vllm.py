@@ -121,8 +121,8 @@ class Seat:
         self.url = "http://127.0.0.1:%s" % self.port
         self.log_path = log_path
         self.log_file = open(log_path, "wb")
-        self.proc = subprocess.Popen([str(program)] + args, env=env, stdout=self.log_file,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([sys.executable, str(program)] + args, env=env,
+                                     stdout=self.log_file, stderr=subprocess.STDOUT)
 
     @property
     def output(self) -> str:

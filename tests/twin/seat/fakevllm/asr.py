@@ -52,8 +52,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("content-type", "application/json")
         self.end_headers()
         self.wfile.write(data)
-        stdout('INFO:     %s:%d - "%s %s HTTP/1.1" %d' % (self.client_address[0], self.client_address[1],
-                                                         self.command, self.path, status))
+        client = "%s:%d" % self.client_address[:2]
+        stdout('INFO:     %s - "%s %s HTTP/1.1" %d' % (client, self.command, self.path, status))
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] == "/health":

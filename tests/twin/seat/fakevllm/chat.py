@@ -146,7 +146,7 @@ class Generation:
         return "".join(reasoning), "".join(content), "".join(tool)
 
     def message(self) -> dict:
-        reasoning, content, _ = self.split(self.pieces)
+        reasoning, content = self.split(self.pieces)[:2]
         message = {"role": "assistant", "content": content if content or not (reasoning or self.calls_tool) else None,
                    "refusal": None, "annotations": None, "audio": None, "function_call": None,
                    "reasoning": reasoning or None}

@@ -175,7 +175,7 @@ class Rank:
                 "kv_cache_memory_bytes is suggested and update it correspondingly."
                 % (format_gib(self.snapshot_free), format_gib(s.kv_cache_memory_bytes))))
             return s.kv_cache_memory_bytes
-        after_free, _ = self.driver.mem_get_info(self.uuid)
+        after_free = self.driver.mem_get_info(self.uuid)[0]
         if self.snapshot_free < after_free:
             raise BootError("AssertionError", (
                 "Error in memory profiling. Initial free memory %s GiB, current free memory %s GiB. "
@@ -207,7 +207,7 @@ class Rank:
 
     def allocate_kv(self, num_bytes: int) -> None:
         if self.knobs.fault == "oom_at_boot":
-            free, _ = self.driver.mem_get_info(self.uuid)
+            free = self.driver.mem_get_info(self.uuid)[0]
             raise BootError("torch.OutOfMemoryError",
                             self.oom_message(num_bytes, free // MIB).split(": ", 1)[1],
                             [("v1/worker/gpu/model_runner.py", 1190, "initialize_kv_cache",
@@ -251,7 +251,7 @@ class Rank:
     def execute(self, tokens: int, long_request: bool) -> None:
         # like seed 003, the last rank is the one that runs out
         if long_request and self.knobs.fault == "oom_on_long_request" and self.rank == self.s.tp - 1:
-            free, _ = self.driver.mem_get_info(self.uuid)
+            free = self.driver.mem_get_info(self.uuid)[0]
             try:
                 self.driver.alloc(self.uuid, free // MIB + 50, "activations")
             except OutOfMemory as oom:
@@ -337,7 +337,7 @@ class RemoteRank:
 
     def exit_code(self) -> int:
         try:
-            _, status = os.waitpid(self.pid, 0)
+            status = os.waitpid(self.pid, 0)[1]
         except ChildProcessError:
             return 1
         return os.waitstatus_to_exitcode(status)

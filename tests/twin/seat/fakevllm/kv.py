@@ -60,7 +60,7 @@ class Layout:
         self.block_size = self._block_size(block_size, kv_cache_dtype)
         self._unify_pages(text, kinds)
         self.groups = self._groups(kinds)
-        self.group_size = max(len(layers) for _, layers in self.groups)
+        self.group_size = max(len(group[1]) for group in self.groups)
         self.bytes_per_block = self.group_size * self.page
         self.has_mamba = "mamba" in kinds
 
@@ -177,7 +177,7 @@ class Layout:
         return 3 if self.prefix_caching else 1   # mamba: align mode keeps 2 + a checkpoint
 
     def blocks_per_request(self, max_model_len):
-        return sum(self.pages_per_request(kind, max_model_len) for kind, _ in self.groups)
+        return sum(self.pages_per_request(group[0], max_model_len) for group in self.groups)
 
     def needed_bytes(self, max_model_len):
         return self.bytes_per_block * self.blocks_per_request(max_model_len)

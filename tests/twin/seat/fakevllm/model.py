@@ -140,8 +140,8 @@ class Model:
         else:
             mlp = 3 * hidden * int(text.get("intermediate_size") or 4 * hidden)
         vocab = int(text.get("vocab_size") or self.config.get("vocab_size") or 32000)
-        embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings",
-                                                      self.config.get("tie_word_embeddings")) else 2)
+        tied = text.get("tie_word_embeddings", self.config.get("tie_word_embeddings"))
+        embeddings = vocab * hidden * (1 if tied else 2)
         params = self.num_layers * (attention + mlp) + embeddings
         quant = self.config.get("quantization_config") or {}
         bits = quant.get("bits") or (8 if "fp8" in json.dumps(quant).lower() else

@@ -81,7 +81,7 @@ class EngineClient:
             if waiter:
                 waiter["reply"] = message
                 waiter["done"].set()
-        _, status = os.waitpid(self.pid, 0)
+        status = os.waitpid(self.pid, 0)[1]
         # the output handler learns first; then the requests in flight fail
         self.on_death(os.waitstatus_to_exitcode(status))
         self.dead = True
@@ -360,7 +360,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         keys = self.api.args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else [])
         if not keys or not self.path.startswith(("/v1", "/v2", "/inference", "/cohere")):
             return True
-        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        scheme, token = ((self.headers.get("Authorization") or "").split(" ", 1) + [""])[:2]
         if scheme.lower() == "bearer" and token in keys:
             return True
         self._send(401, {"error": "Unauthorized"})

@@ -12,11 +12,13 @@ import pytest
 from support.adhoc import run_module
 from support.dockerd import private_dockerd
 from support.need import need_root_and
-from test_fake_vllm import GPU0, QWEN3_8B, TOTAL_MIB, gpus, models, seats  # noqa: F401  (fixtures)
+import test_fake_vllm as fake
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import parse_boot_log, reserved_matches
 
 REPO = Path(__file__).resolve().parents[2]
+GPU0, QWEN3_8B, TOTAL_MIB = fake.GPU0, fake.QWEN3_8B, fake.TOTAL_MIB
+gpus, models, seats = fake.gpus, fake.models, fake.seats   # the seat fixtures, shared
 PINNED = ["--served-model-name", "gen-small", "--max-model-len", "32768",
           "--kv-cache-memory-bytes", "8589934592", "--gpu-memory-utilization", "0.1"]
 
