@@ -130,9 +130,10 @@ def test_each_host_has_its_own_srv_and_docker(twin_up):
     seen = ansible(inventory, "all", "command", {"cmd": "cat /srv/whoami"})
     assert {h: r["stdout"] for h, r in seen.items()} == {h: h for h in seen}
     assert not Path("/srv/whoami").exists(), "a twin host's /srv leaked onto the machine"
-    engines = {h: json.loads(r["stdout"]) for h, r in ansible(
-        inventory, "all", "command", {"cmd": "docker info --format json"}).items()}
+    engines = {h: r["host_info"] for h, r in ansible(
+        inventory, "all", "community.docker.docker_host_info").items()}
     roots = {h: info["DockerRootDir"] for h, info in engines.items()}
+    assert {h: info["Name"] for h, info in engines.items()} == {h: h for h in engines}
     assert len({info["ID"] for info in engines.values()}) == 3
     assert roots == {h: str(hostlib.STATE_DIR / "hosts" / h / "docker") for h in roots}
     assert ansible(inventory, "twin1", "stat", {"path": "/run/docker.sock"})["twin1"]["stat"]["exists"]

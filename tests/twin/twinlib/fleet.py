@@ -123,18 +123,17 @@ def up(fleet: dict) -> Path:
     return INVENTORY
 
 
-def _driver_library() -> Path | None:
+def _driver_library() -> None:
     """Build the fake libnvidia-ml.so.1 and an ld.so cache that lists it, which each host
     mounts as its /etc/ld.so.cache: NVML then loads as from a driver install, in every
     process on the host (sudo included), and nowhere else on the machine."""
     if not FAKES_BUILD.exists():
         say("no %s: hosts get no NVML library" % FAKES_BUILD.relative_to(REPO))
-        return None
+        return
     library = Path(run([str(FAKES_BUILD), str(hostlib.DRIVER_DIR)]).stdout.strip().splitlines()[-1])
     conf = hostlib.DRIVER_DIR / "ld.so.conf"
     conf.write_text("include /etc/ld.so.conf.d/*.conf\n%s\n" % library.parent)
     run(["ldconfig", "-X", "-C", str(hostlib.LD_CACHE), "-f", str(conf)])
-    return library
 
 
 def _client_key() -> None:
@@ -169,8 +168,7 @@ def _build(fleet: dict) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         for done in [pool.submit(finish, h) for h in hosts]:
             done.result()
-    KNOWN_HOSTS.write_text("".join("%s %s\n" % (h.address, " ".join(h.host_key()))
-                                   for h in hosts))
+    KNOWN_HOSTS.write_text("".join("%s %s\n" % (h.address, h.host_key()) for h in hosts))
     _write_inventory(fleet, hosts)
 
 

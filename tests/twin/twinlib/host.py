@@ -71,7 +71,8 @@ def leftover_netns() -> list:
 
 
 class Host:
-    """A twin host, from the spec (index, name, gpus) or from the twin's record."""
+    """A twin host: its names and paths follow from its index and name; `pids` are its
+    daemons' (fakegpud, dockerd, sshd) once started, as the twin's record keeps them."""
 
     def __init__(self, index: int, name: str, pids: dict | None = None):
         self.index, self.name = index, name
@@ -91,9 +92,6 @@ class Host:
     def enter(self) -> list:
         return ["nsenter", "--net=/run/netns/" + self.netns, "--mount=%s" % self.mntns,
                 "--uts=%s" % self.utsns, "--"]
-
-    def exec(self, cmd: list, **kwargs) -> subprocess.CompletedProcess:
-        return run(self.enter() + cmd, env=HOST_ENV, cwd="/", **kwargs)
 
     def path(self, inside: str) -> str:
         """A path in this host's mount view, reached from outside through one of its processes."""
@@ -174,7 +172,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 """.format(name=self.name, address=self.address, key=key, ssh_dir=ssh_dir))
 
     def host_key(self) -> str:
-        return (self.dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        """The host's public key as known_hosts wants it: `ssh-ed25519 AAAA...`."""
+        return " ".join((self.dir / "ssh_host_ed25519_key.pub").read_text().split()[:2])
 
     def _spawn(self, name: str, cmd: list) -> None:
         with open(self.dir / "logs" / (name + ".log"), "ab") as log:
