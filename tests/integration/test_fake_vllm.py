@@ -669,3 +669,13 @@ def test_the_seats_kv_arithmetic_reproduces_the_reference_vectors(name, kv_dtype
     else:
         plan = Plan(layout, 8 * GIB, max_len, 256, True)
         assert (plan.tokens, "%.2f" % plan.max_concurrency) == expected
+
+
+def test_a_gpu_that_falls_off_the_bus_kills_the_engine(gpus, seats, models):
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED,
+                 env={"FAKE_VLLM_CREEP_MIB": "400", "FAKE_VLLM_CREEP_SECONDS": "2",
+                      "FAKE_VLLM_CREEP_STEPS": "4", "FAKE_VLLM_WATCHDOG_S": "0.3"})
+    gpus.call({"op": "set_faults", "faults": {"gpu_lost": [0]}})
+    assert seat.wait_exit() == 0
+    lines_in_order(seat.output, "Application startup complete.", "EngineCore encountered a fatal error.",
+                   "RuntimeError: CUDA error: GPU has fallen off the bus", "INFO:     Shutting down")

@@ -105,6 +105,13 @@ class Rank:
         if torch_owned:
             self.torch_mib += mib
 
+    def _mem_get_info(self):
+        """cudaMemGetInfo; a lost GPU is a CUDA error."""
+        try:
+            return self.driver.mem_get_info(self.uuid)
+        except DriverError as exc:
+            raise BootError("RuntimeError", "CUDA error: %s" % exc)
+
     def _free(self, mib: int, torch_owned: bool = True) -> None:
         self.driver.free(self.uuid, mib)
         self.held_mib -= mib
@@ -126,7 +133,7 @@ class Rank:
         self.log.info("v2_runner", "Using V2 Model Runner")
         # the CUDA context, NCCL and cuBLAS handles exist before the snapshot
         self._alloc(self.knobs.cuda_context_mib, "cuda_context", torch_owned=False)
-        free, self.total_bytes = self.driver.mem_get_info(self.uuid)
+        free, self.total_bytes = self._mem_get_info()
         self.snapshot_free = free
         self.requested = math.ceil(self.total_bytes * s.gpu_memory_utilization)
         if free < self.requested:
@@ -175,7 +182,7 @@ class Rank:
                 "kv_cache_memory_bytes is suggested and update it correspondingly."
                 % (format_gib(self.snapshot_free), format_gib(s.kv_cache_memory_bytes))))
             return s.kv_cache_memory_bytes
-        after_free = self.driver.mem_get_info(self.uuid)[0]
+        after_free = self._mem_get_info()[0]
         if self.snapshot_free < after_free:
             raise BootError("AssertionError", (
                 "Error in memory profiling. Initial free memory %s GiB, current free memory %s GiB. "
@@ -207,7 +214,7 @@ class Rank:
 
     def allocate_kv(self, num_bytes: int) -> None:
         if self.knobs.fault == "oom_at_boot":
-            free = self.driver.mem_get_info(self.uuid)[0]
+            free = self._mem_get_info()[0]
             raise BootError("torch.OutOfMemoryError",
                             self.oom_message(num_bytes, free // MIB).split(": ", 1)[1],
                             [("v1/worker/gpu/model_runner.py", 1190, "initialize_kv_cache",
@@ -251,7 +258,7 @@ class Rank:
     def execute(self, tokens: int, long_request: bool) -> None:
         # like seed 003, the last rank is the one that runs out
         if long_request and self.knobs.fault == "oom_on_long_request" and self.rank == self.s.tp - 1:
-            free = self.driver.mem_get_info(self.uuid)[0]
+            free = self._mem_get_info()[0]
             try:
                 self.driver.alloc(self.uuid, free // MIB + 50, "activations")
             except OutOfMemory as oom:
@@ -265,7 +272,9 @@ class Rank:
         try:
             self._alloc(mib, "creep")
             return True
-        except BootError:
+        except BootError as err:
+            if not err.line.startswith("torch.OutOfMemoryError"):
+                raise
             flashinfer_warning("[Autotuner]: OOM detected, falling back to default tactic")
             return False
 
@@ -460,7 +469,11 @@ class Engine:
         while remaining > 0:
             time.sleep(knobs.creep_seconds / knobs.creep_steps)
             grown = min(step, remaining)
-            if all(rank.creep(grown) for rank in self.ranks):
+            try:
+                grew = all(rank.creep(grown) for rank in self.ranks)
+            except (BootError, WorkerDied) as err:   # the GPU itself failed (Xid): fatal
+                self.fatal(err)
+            if grew:
                 remaining -= grown
 
     def crash(self) -> None:
@@ -482,19 +495,22 @@ class Engine:
         try:
             for rank in self.ranks:
                 rank.execute(message["tokens"], message["long"])
-        except BootError as err:    # TP=1: the worker is this process
-            text = traceback_text(BUSY_LOOP_FRAMES + err.frames, err.line)
-            self.log.exception("engine_fatal", "EngineCore encountered a fatal error.", text)
-            os._exit(1)
-        except WorkerDied as died:
-            self.log.error("worker_died", "Worker proc %s died unexpectedly (exit code: %s), shutting "
-                                          "down executor." % (died.worker.name, died.worker.exit_code()))
-            self.log.exception("engine_fatal", "EngineCore encountered a fatal error.", traceback_text(
-                BUSY_LOOP_FRAMES, "RuntimeError: Worker failed with error 'CUDA out of memory.', please "
-                                  "check the stack trace above for the root cause"))
-            self.close_ranks()
-            os._exit(1)
+        except (BootError, WorkerDied) as err:
+            self.fatal(err)
         self.send({"id": message["id"], "ok": True})
+
+    def fatal(self, err) -> None:
+        """The busy loop's end: vLLM logs the fatal error and the engine process exits."""
+        if isinstance(err, WorkerDied):
+            self.log.error("worker_died", "Worker proc %s died unexpectedly (exit code: %s), shutting "
+                                          "down executor." % (err.worker.name, err.worker.exit_code()))
+            text = traceback_text(BUSY_LOOP_FRAMES, "RuntimeError: Worker failed with error 'CUDA "
+                                  "out of memory.', please check the stack trace above for the root cause")
+        else:   # TP=1: the worker is this process
+            text = traceback_text(BUSY_LOOP_FRAMES + err.frames, err.line)
+        self.log.exception("engine_fatal", "EngineCore encountered a fatal error.", text)
+        self.close_ranks()
+        os._exit(1)
 
     def close_ranks(self) -> None:
         for rank in self.ranks:
