@@ -1,7 +1,9 @@
 """The seeds' fleet as data: inventories/fv-ml1 loaded by the real ansible-inventory and checked
 against the operator's field notes (shared/seeds 000-002), then sized by the real
 playbooks/kv-sizing.yml and llmfleet.seats.kv_budget, and the numbers held against the seeds'
-own figures (never against copies of the module's output)."""
+own figures (never against copies of the module's output). The reconstructed plateau snapshot
+is read back through a real `ansible -m llmfleet.seats.gpu_info` run and held to the seeds'
+per-card figures and to the inventory's weights and KV."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import shutil
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import GIB, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import GIB, MIB, bytes_to_mib, to_bytes
 from conftest import REPO_ROOT, run_ansible
 
 INVENTORY = REPO_ROOT / "inventories" / "fv-ml1"
+SNAPSHOT = INVENTORY / "snapshots" / "plateau-20261007.json"
 HALF_GIB = GIB // 2
 
 # Seed 000, 2026-10-05 2249: "GPU 0 = cyberprev, erp-seat, voices, coder, parakeet-nemo.
@@ -55,8 +59,11 @@ def test_the_directory_loads_as_one_gpu_host_and_nothing_else(loaded):
     # would add groups such as text_config and a warning per key.
     assert sorted(data["all"]["children"]) == ["gpu_hosts", "ungrouped"], (
         "inventories/fv-ml1/models/ was parsed as inventory (ansible.cfg needs "
-        "`[inventory] ignore_patterns = ^models$`):\n" + stderr)
-    assert "not a valid group definition" not in stderr and "Unable to parse" not in stderr
+        "`[inventory] ignore_patterns = ^(models|snapshots)$`):\n" + stderr)
+    # The snapshot JSON under snapshots/ would be read as a YAML inventory too: one warning per key.
+    assert "not a valid group definition" not in stderr and "Unable to parse" not in stderr, (
+        "inventories/fv-ml1/snapshots/ was parsed as inventory (ansible.cfg needs "
+        "`[inventory] ignore_patterns = ^(models|snapshots)$`):\n" + stderr)
     assert data["gpu_hosts"]["hosts"] == ["fv-ml1"]
     assert data["_meta"]["hostvars"]["fv-ml1"]["ansible_host"] == "10.251.50.54"
 
@@ -128,6 +135,40 @@ def test_voices_config_reproduces_the_seeds_18_gib_at_131k(seats):
     text = _text_config(seats["voices"])
     per_token = 2 * text["num_hidden_layers"] * text["num_key_value_heads"] * text["head_dim"] * 2
     assert round(per_token * 131072 / GIB, 1) == 18.0
+
+
+def _dense_parameters(config):
+    """Parameter count of a dense decoder checkpoint (llama, qwen2, qwen3) from its config.json."""
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    head_dim = config.get("head_dim") or hidden // heads
+    query, kv = heads * head_dim, config["num_key_value_heads"] * head_dim
+    attention = 2 * hidden * query + 2 * hidden * kv
+    if config["model_type"] == "qwen2":  # q, k and v carry biases
+        attention += query + 2 * kv
+    if config["model_type"] == "qwen3":  # per-head q and k norms
+        attention += 2 * head_dim
+    layer = attention + 3 * hidden * config["intermediate_size"] + 2 * hidden
+    embeddings = config["vocab_size"] * hidden * (1 if config["tie_word_embeddings"] else 2)
+    return embeddings + config["num_hidden_layers"] * layer + hidden
+
+
+def test_every_vllm_seat_declares_its_checkpoint_weights(seats):
+    vllm_seats = {name: seat for name, seat in seats.items() if seat["engine"] == "vllm"}
+    for name, seat in vllm_seats.items():
+        weights = seat.get("weights_bytes")
+        assert isinstance(weights, int) and not isinstance(weights, bool), (name, weights)
+        assert 1 * GIB < weights < 40 * GIB, (name, weights)
+    # The dense BF16 checkpoints' index total_size is 2 bytes per parameter of their own config:
+    # it ties each figure to the model the seat's config describes (models/README.md).
+    dense = {name: json.loads((INVENTORY / seat["model_config"]).read_text())
+             for name, seat in vllm_seats.items()}
+    dense = {name: config for name, config in dense.items()
+             if config["model_type"] in ("llama", "qwen2", "qwen3")}
+    assert set(dense) == {"erp-seat", "voices", "coder"}
+    for name, config in dense.items():
+        assert seats[name]["weights_bytes"] == 2 * _dense_parameters(config), name
+    # Seed 002: the NVFP4 serving copy is "16 GB"; our derivation must stay near it.
+    assert abs(seats["meromero-rp"]["weights_bytes"] / 1e9 - 16) < 0.5
 
 
 # --- the sizing playbook, for real ---------------------------------------------------------
@@ -294,3 +335,83 @@ def test_a_missing_model_config_is_one_error_naming_the_seat(tmp_path):
     output = _run_on_a_copy(tmp_path, lambda text: text.replace(
         "models/qwen3-8b/config.json", "models/qwen3-8b/missing.json"))
     assert "seat voices: model config" in output and "missing.json" in output
+
+
+# --- the plateau snapshot, through gpu_info ------------------------------------------------
+
+# Seed 000, 2026-10-05 2249: GPU 0 "~2.3 GB spare at parakeet's cap", GPU 1 "10,864 free; ~3.3 GB
+# spare at the 32k peak once gen-small settles", intern-decision "~0.21 MiB/token of VRAM".
+# GB is read as GiB (snapshots/README.md); the checks keep the seeds' one decimal.
+SEED_GPU0_SPARE_GIB = 2.3
+SEED_GPU1_FREE_AFTER_BOOT_MIB = 10864
+SEED_GPU1_SPARE_AT_PEAK_GIB = 3.3
+SEED_INTERN_32K_PEAK_MIB = round(0.21 * 32768)
+
+
+@pytest.fixture(scope="module")
+def plateau():
+    """`ansible localhost -m llmfleet.seats.gpu_info -a 'source=snapshot ...'`: what the plan reads."""
+    proc = run_ansible(["ansible", "localhost", "-m", "llmfleet.seats.gpu_info",
+                        "-a", "source=snapshot snapshot_path=%s" % SNAPSHOT],
+                       extra_env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+                                  "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def _by_index(reading):
+    return {gpu["index"]: gpu for gpu in reading["gpus"]}
+
+
+def test_the_plateau_snapshot_loads_as_the_inventorys_cards(plateau, host):
+    assert plateau["changed"] is False and plateau["source"] == "snapshot"
+    assert plateau["snapshot"]["host"] == "fv-ml1"
+    assert plateau["snapshot"]["taken_at"].startswith("2026-10-07T")
+    inventory_cards = [(gpu["index"], gpu["uuid"], gpu["memory_total_mib"]) for gpu in host["llmfleet_gpus"]]
+    assert [(gpu["index"], gpu["uuid"], gpu["memory_total_mib"]) for gpu in plateau["gpus"]] == inventory_cards
+    for gpu in plateau["gpus"]:
+        assert gpu["memory_reserved_mib"] + gpu["memory_used_mib"] + gpu["memory_free_mib"] == \
+            gpu["memory_total_mib"], gpu["index"]
+        assert gpu["memory_used_mib"] == sum(process["used_mib"] for process in gpu["processes"])
+
+
+def test_the_plateau_holds_the_seeds_per_card_figures(plateau, seats):
+    gpus = _by_index(plateau)
+    assert round(gpus[0]["memory_free_mib"] / 1024, 1) == SEED_GPU0_SPARE_GIB
+    parakeet = [p for p in gpus[0]["processes"] if p["compose_service"] == "parakeet-nemo"]
+    assert [p["used_mib"] for p in parakeet] == [to_bytes(seats["parakeet-nemo"]["memory_cap_bytes"]) // MIB]
+
+    # GPU 1 settled below its after-boot reading, and its 32k peak leaves the seed's spare.
+    assert gpus[1]["memory_free_mib"] < SEED_GPU1_FREE_AFTER_BOOT_MIB
+    at_peak = gpus[1]["memory_free_mib"] - SEED_INTERN_32K_PEAK_MIB
+    assert round(at_peak / 1024, 1) == SEED_GPU1_SPARE_AT_PEAK_GIB
+
+    assert gpus[3]["processes"] == [] and gpus[3]["memory_used_mib"] == 0, "GPU 3 stays clear"
+
+
+def test_every_seat_has_one_process_on_its_current_gpu_at_plateau(plateau, host, seats):
+    uuid_of = {gpu["index"]: gpu["uuid"] for gpu in host["llmfleet_gpus"]}
+    measured = seat_mib(plateau)
+    assert {name: sorted(per_gpu) for name, per_gpu in measured.items()} == \
+        {name: [uuid_of[seat["current_gpu"]]] for name, seat in seats.items()}
+    processes = [p for gpu in plateau["gpus"] for p in gpu["processes"]]
+    assert len(processes) == len(seats)
+    for process in processes:
+        # As seat_files renders a seat: one compose project per seat, its service named alike.
+        assert process["compose_project"] == process["compose_service"], process
+        assert process["container"] and process["attribution"] is None, process
+        # docs/plateau-snapshots.md: 36 hours for seats with long contexts, not a fresh boot.
+        assert process["running_s"] >= 129600, process
+
+
+@pytest.mark.slow
+def test_each_seat_holds_its_weights_and_kv_at_plateau(plateau, sized, seats):
+    measured = seat_mib(plateau)
+    for name, seat in seats.items():
+        (used,) = measured[name].values()
+        if seat["engine"] == "fixed":
+            assert used <= to_bytes(seat["memory_cap_bytes"]) // MIB, name
+            continue
+        weights_and_kv = bytes_to_mib(seat["weights_bytes"]) + sized[name]["kv_cache_memory_bytes"] // MIB
+        assert used > weights_and_kv, "%s: %d MiB at plateau, %d MiB of weights and KV" % (
+            name, used, weights_and_kv)
