@@ -1,10 +1,11 @@
-"""The gateway contract through a real LiteLLM proxy (litellm[proxy]==1.108.7, scripts/
-bootstrap-litellm) driven by real ansible-playbook runs of playbooks/gateway-smoke.yml.
+"""The gateway contract through a real LiteLLM proxy (litellm[proxy]==1.108.7, built by
+scripts/bootstrap-litellm), driven by real ansible-playbook runs of playbooks/gateway-smoke.yml.
 
-Behind the proxy sit seats that replay recorded vLLM 0.33 replies (tests/unit/fixtures/gateway),
-so LiteLLM's own transformations (reasoning -> reasoning_content, error wrapping, auth) are the
-real ones. Every check passes on a correct seat through the gateway and directly; each broken
-contract fails naming the route and check; the key never reaches the output."""
+Behind the proxy sit the twin's vLLM stand-ins (tests/twin/seat/vllm) as host processes on the
+twin's simulated GPU driver, started with the flags each contract needs, and a scalar-judge
+HTTP service for the pass-through route. Every check passes on a correct seat through the
+gateway and directly; each broken contract fails naming the route and check; the key never
+reaches the output; a stale pass-through target is caught and repointed end to end."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,18 +29,67 @@ from conftest import REPO_ROOT, run_ansible
 
 pytestmark = [pytest.mark.litellm, pytest.mark.slow]
 
+FAKE_VLLM = REPO_ROOT / "tests" / "twin" / "seat" / "vllm"
+GPU_DRIVER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "fakegpud.py"
 FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "gateway"
 _spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")
 replay = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(replay)
 
 READY_TIMEOUT_S = 120
+GPU = "GPU-5a1c0c6e-0000-4000-8000-0000000000a0"
+# Qwen3-8B's and a Gemma-3-shaped geometry: the fake seat thinks Qwen-style (<think>) or
+# Gemma-style (<|channel>thought), as the real chat templates do.
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960,
+            "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+GEMMA_LIKE = dict(QWEN3_8B, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text")
+THINKING_OFF = ["--default-chat-template-kwargs", '{"enable_thinking": false}']
+TOOLS = ["--enable-auto-tool-choice", "--tool-call-parser"]
+SEAT_KEY = "seat-only-key-" + secrets.token_hex(8)
+
+# name -> (model config, served names, vLLM flags): one seat per contract under test
+SEATS = {
+    # correct: seed 002's set of three flags (parser, reasoning parser, thinking off by default)
+    "gen-small": (QWEN3_8B, ["gen-small"],
+                  ["--reasoning-parser", "qwen3"] + TOOLS + ["hermes"] + THINKING_OFF),
+    "no-reasoning-parser": (QWEN3_8B, ["raw-thinker"], TOOLS + ["hermes"]),
+    "no-tool-parser": (QWEN3_8B, ["no-tools"], ["--reasoning-parser", "qwen3"] + THINKING_OFF),
+    "char-rp": (GEMMA_LIKE, ["char-rp"], TOOLS + ["gemma4"]),
+    "keyed": (QWEN3_8B, ["keyed"], ["--api-key", SEAT_KEY] + THINKING_OFF),
+    "dead": (QWEN3_8B, ["dead"], []),
+}
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until(ready, what: str, proc: subprocess.Popen, log: Path, timeout=READY_TIMEOUT_S):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("%s did not become ready; log:\n%s"
+                        % (what, log.read_text(errors="replace")[-3000:]))
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -52,31 +104,24 @@ def litellm_bin() -> Path:
 
 
 class LiteLLMProxy:
-    """A LiteLLM proxy on a free loopback port, started from ``config_text``."""
+    """A LiteLLM proxy on a free loopback port, started from a config file."""
 
     def __init__(self, litellm_bin: Path, config_path: Path, master_key: str):
         self.config_path = config_path
         self.master_key = master_key
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.log_path = config_path.with_suffix(".log")
-        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-        started = time.monotonic()
-        with open(self.log_path, "w") as log:
+        self.url = "http://127.0.0.1:%d" % free_port()
+        log = config_path.with_suffix(".log")
+        with open(log, "w") as out:
             self.proc = subprocess.Popen(
                 [str(litellm_bin), "--config", str(config_path), "--host", "127.0.0.1",
-                 "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, env=env)
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health/readiness", timeout=2):
-                    break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() - started > READY_TIMEOUT_S:
-                    self.stop()
-                    pytest.fail("LiteLLM did not become ready; log:\n"
-                                + self.log_path.read_text()[-3000:])
-                time.sleep(0.2)
-        self.ready_s = time.monotonic() - started
+                 "--port", self.url.rsplit(":", 1)[1]], stdout=out, stderr=subprocess.STDOUT,
+                env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+        try:
+            wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
+                       "LiteLLM", self.proc, log)
+        except BaseException:
+            stop(self.proc)
+            raise
 
     def post(self, path: str, body: dict) -> tuple[int, str]:
         request = urllib.request.Request(
@@ -89,61 +134,125 @@ class LiteLLMProxy:
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+
+class Twin:
+    """The twin's GPU driver and one fake vLLM seat per entry of SEATS, as host processes."""
+
+    def __init__(self, tmp: Path):
+        for program in (FAKE_VLLM, GPU_DRIVER):
+            if not program.exists():
+                pytest.fail("the twin's %s is missing" % program)
+        self.tmp = tmp
+        self.procs = []
+        self.socket = str(tmp / "gpu.sock")
+        (tmp / "gpus.json").write_text(json.dumps({
+            "schema": 1, "driver_version": "580.95.05", "nvml_version": "13.580.95.05",
+            "cuda_driver_version": 13000, "faults": {},
+            "gpus": [{"index": 0, "uuid": GPU, "name": "NVIDIA H200", "pci_bus_id": "00000000:18:00.0",
+                      "serial": "0", "memory_total_mib": 143771, "memory_reserved_mib": 0,
+                      "background_used_mib": 0, "mig_mode": False, "processes": []}]}))
+        log = tmp / "fakegpud.log"
+        self.driver = self._spawn([sys.executable, str(GPU_DRIVER), "--initial",
+                                   str(tmp / "gpus.json"), "--state", str(tmp / "state.json"),
+                                   "--socket", self.socket], log)
+        wait_until(lambda: os.path.exists(self.socket), "the GPU driver", self.driver, log)
+        self.urls = {}
+        self.seats = {}
+        for name, (config, served, flags) in SEATS.items():
+            self.start(name, config, served, flags)
+
+    def _spawn(self, argv, log: Path, env=None) -> subprocess.Popen:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.procs.append(proc)
+        return proc
+
+    def start(self, name, config, served, flags):
+        model = self.tmp / "models" / name
+        model.mkdir(parents=True)
+        (model / "config.json").write_text(json.dumps(config))
+        port = free_port()
+        url = "http://127.0.0.1:%d" % port
+        log = self.tmp / ("seat-%s.log" % name)
+        env = dict(os.environ, FAKEGPU_SOCKET=self.socket, NVIDIA_VISIBLE_DEVICES=GPU,
+                   FAKE_VLLM_WEIGHTS_BYTES="1GiB")
+        proc = self._spawn([sys.executable, str(FAKE_VLLM), "serve", str(model), "--port", str(port),
+                            "--served-model-name", *served, "--max-model-len", "8192",
+                            "--kv-cache-memory-bytes", "2G",
+                            # pinned KV: util only gates vLLM's boot-time free-memory check
+                            "--gpu-memory-utilization", "0.05", *flags], log, env)
+        wait_until(lambda: urllib.request.urlopen(url + "/health", timeout=2).status == 200,
+                   "seat %s" % name, proc, log)
+        self.urls[name], self.seats[name] = url, proc
+
+    def close(self):
+        for proc in reversed(self.procs):
+            stop(proc)
 
 
-def gateway_config(seat_url: str, dead_port: int, judge_target: str, master_key: str) -> str:
+def gateway_config(twin: Twin, judge_target: str, master_key: str) -> str:
+    """LiteLLM's config: a route per contract, as the seeds' gateway names them."""
     return """\
 # generated by tests/integration/test_gateway_litellm.py
 model_list:
   - model_name: gen-small
     litellm_params:
       model: hosted_vllm/gen-small
-      api_base: {seat}/v1
-  - model_name: char-rp-reasoning
+      api_base: {gen_small}/v1
+  - model_name: gen-small-reasoning     # the thinking alias of the same seat
     litellm_params:
-      model: hosted_vllm/char-rp-thinking
-      api_base: {seat}/v1
-  - model_name: dead-route            # its seat is down
+      model: hosted_vllm/gen-small
+      api_base: {gen_small}/v1
+      extra_body: {{chat_template_kwargs: {{enable_thinking: true}}}}
+  - model_name: raw-thinker
+    litellm_params:
+      model: hosted_vllm/raw-thinker
+      api_base: {no_reasoning_parser}/v1
+  - model_name: no-tools
+    litellm_params:
+      model: hosted_vllm/no-tools
+      api_base: {no_tool_parser}/v1
+  - model_name: char-rp
+    litellm_params: {{model: hosted_vllm/char-rp, api_base: '{char_rp}/v1'}}
+  - model_name: dead-seat               # its seat is down
     litellm_params:
       model: hosted_vllm/dead
-      api_base: http://127.0.0.1:{dead}/v1
+      api_base: {dead}/v1
 litellm_settings:
   num_retries: 0
   request_timeout: 30
 general_settings:
   master_key: {key}
   pass_through_endpoints:
-    - path: /judge/score               # scalar-judge reward route
+    - path: /judge/score                # scalar-judge reward route
       target: {judge}
-""".format(seat=seat_url, dead=dead_port, judge=judge_target, key=master_key)
+""".format(gen_small=twin.urls["gen-small"], no_reasoning_parser=twin.urls["no-reasoning-parser"],
+           no_tool_parser=twin.urls["no-tool-parser"], char_rp=twin.urls["char-rp"],
+           dead=twin.urls["dead"], judge=judge_target, key=master_key)
 
 
 @pytest.fixture(scope="module")
 def gateway(litellm_bin, tmp_path_factory):
-    """One proxy for the module: routes to a replaying seat, a dead route, and a pass-through
-    whose target is the judge seat's OLD address (nothing listens there any more)."""
+    """The twin's seats behind one proxy, the `dead` seat stopped after the proxy started, and a
+    pass-through whose target is the judge's OLD address (nothing listens there any more)."""
     tmp = tmp_path_factory.mktemp("gateway")
     master_key = "sk-" + secrets.token_hex(16)
-    with replay.ReplayServer(["gen-small", "char-rp-thinking"]) as seat, \
-            replay.ReplayServer(["judge"]) as judge:
-        old_judge_port = free_port()
-        config = tmp / "config.yaml"
-        config.write_text(gateway_config(seat.url, free_port(),
-                                         "http://127.0.0.1:%d/score" % old_judge_port, master_key))
-        proxy = LiteLLMProxy(litellm_bin, config, master_key)
-        try:
-            yield {"proxy": proxy, "seat": seat, "judge": judge, "old_judge_port": old_judge_port,
-                   "tmp": tmp, "litellm_bin": litellm_bin}
-        finally:
-            proxy.stop()
+    twin = Twin(tmp)
+    try:
+        with replay.ReplayServer(["judge"]) as judge:
+            old_judge_port = free_port()
+            config = tmp / "config.yaml"
+            config.write_text(gateway_config(twin, "http://127.0.0.1:%d/score" % old_judge_port,
+                                             master_key))
+            proxy = LiteLLMProxy(litellm_bin, config, master_key)
+            stop(twin.seats["dead"])
+            try:
+                yield {"proxy": proxy, "twin": twin, "judge": judge, "tmp": tmp,
+                       "old_judge_port": old_judge_port, "litellm_bin": litellm_bin}
+            finally:
+                stop(proxy.proc)
+    finally:
+        twin.close()
 
 
 def smoke(tmp: Path, url: str, routes: list, api_key: str | None, *options: str):
@@ -167,103 +276,116 @@ def table_rows(stdout: str) -> list[tuple]:
     return TABLE_ROW.findall(stdout)
 
 
-def secret_forms(key: str) -> list[str]:
-    """The key and the masked forms LiteLLM builds of it."""
-    return [key, key[-4:]]
-
-
 def assert_no_key(proc, key: str):
+    """Neither the key nor its last four characters (LiteLLM's masked forms) were printed."""
     output = proc.stdout + proc.stderr
-    for form in secret_forms(key):
+    for form in (key, key[-4:]):
         assert form not in output, "a form of the key (%r) reached the output" % form
 
 
-ALL_CHECKS = [{"model": "gen-small", "checks": ["chat", "stream", "tools"]},
-              {"model": "char-rp-reasoning", "checks": ["reasoning"]}]
-CORRECT_SEAT = ["vllm_chat_prose", "vllm_stream_prose", "vllm_tools_call",
-                "vllm_tool_result_clean", "vllm_stream_reasoning"]
-
+# ---------------------------------------------------------------------------------------------
+# correct seats
+# ---------------------------------------------------------------------------------------------
 
 def test_every_check_passes_through_the_gateway(gateway):
-    seat, proxy = gateway["seat"], gateway["proxy"]
-    seat.queue(*CORRECT_SEAT)
-    proc = smoke(gateway["tmp"], proxy.url, ALL_CHECKS, proxy.master_key)
+    proxy = gateway["proxy"]
+    routes = [{"model": "gen-small", "checks": ["chat", "stream", "tools"]},
+              {"model": "gen-small-reasoning", "checks": ["chat", "stream", "reasoning"]}]
+    proc = smoke(gateway["tmp"], proxy.url, routes, proxy.master_key)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert seat.pending() == 0, "every recorded reply was asked for"
     rows = table_rows(proc.stdout)
-    assert [(row[0], row[1], row[2]) for row in rows] == [
+    assert [row[:3] for row in rows] == [
         ("gen-small", "chat", "ok"), ("gen-small", "stream", "ok"), ("gen-small", "tools", "ok"),
-        ("char-rp-reasoning", "reasoning", "ok")], proc.stdout
-    assert rows[3][5] == "reasoning_content", "LiteLLM renames delta.reasoning"
+        ("gen-small-reasoning", "chat", "ok"), ("gen-small-reasoning", "stream", "ok"),
+        ("gen-small-reasoning", "reasoning", "ok")], proc.stdout
+    assert rows[5][5] == "reasoning_content", "LiteLLM renames delta.reasoning"
+    assert rows[1][4].endswith("s") and rows[5][4].endswith("s"), "time to first token"
     assert_no_key(proc, proxy.master_key)
-    # The gateway sent the seat what the checks asked for.
-    bodies = [request["body"] for request in seat.requests[-5:]]
-    assert [body.get("stream", False) for body in bodies] == [False, True, False, False, True]
-    assert bodies[4]["model"] == "char-rp-thinking"
-    assert bodies[4]["max_tokens"] == 2048
-
-
-def test_check_mode_still_probes(gateway):
-    seat, proxy = gateway["seat"], gateway["proxy"]
-    seat.queue("vllm_stream_reasoning_inline")
-    proc = smoke(gateway["tmp"], proxy.url, [{"model": "char-rp-reasoning",
-                                              "checks": ["reasoning"]}], proxy.master_key,
-                 "--check")
-    assert proc.returncode != 0, "a dry run must not call a broken route fine"
-    assert "route char-rp-reasoning, check reasoning: reasoning arrived inline" in proc.stdout
-    assert seat.pending() == 0
 
 
 def test_every_check_passes_directly_on_the_seat(gateway):
-    seat = gateway["seat"]
-    seat.queue(*CORRECT_SEAT)
     routes = [{"model": "gen-small", "checks": ["chat", "stream", "tools"]},
-              {"model": "char-rp-thinking", "checks": ["reasoning"]}]
-    proc = smoke(gateway["tmp"], seat.url, routes, None)
+              {"model": "gen-small", "checks": ["reasoning"],
+               "extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}]
+    proc = smoke(gateway["tmp"], gateway["twin"].urls["gen-small"], routes, None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = table_rows(proc.stdout)
     assert [row[2] for row in rows] == ["ok"] * 4, proc.stdout
-    assert rows[3][:2] == ("char-rp-thinking", "reasoning")
-    assert rows[3][5] == "reasoning", "vLLM's own key, straight from the seat"
+    assert rows[3][1] == "reasoning" and rows[3][5] == "reasoning", \
+        "vLLM's own key, straight from the seat"
 
 
-@pytest.mark.parametrize("contract, replies, route, says", [
-    ("reasoning in content", ["vllm_stream_reasoning_inline"],
-     {"model": "char-rp-reasoning", "checks": ["reasoning"]},
-     "route char-rp-reasoning, check reasoning: reasoning arrived inline in content"
-     " (<think>, </think>): the seat needs --reasoning-parser"),
-    ("missing tool parser", ["vllm_tools_no_parser_400"],
-     {"model": "gen-small", "checks": ["tools"]},
-     'route gen-small, check tools: HTTP 400: litellm.BadRequestError: Hosted_vllmException -'
+def test_seat_key_is_sent_directly_and_never_printed(gateway):
+    url = gateway["twin"].urls["keyed"]
+    routes = [{"model": "keyed", "checks": ["chat"]}]
+    good = smoke(gateway["tmp"], url, routes, SEAT_KEY)
+    assert good.returncode == 0, good.stdout
+    wrong = smoke(gateway["tmp"], url, routes, SEAT_KEY[::-1])
+    assert wrong.returncode != 0
+    assert "route keyed, check chat: HTTP 401: Unauthorized (the api_key was rejected)" \
+        in wrong.stdout, wrong.stdout
+    assert_no_key(good, SEAT_KEY)
+    assert_no_key(wrong, SEAT_KEY[::-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# broken contracts
+# ---------------------------------------------------------------------------------------------
+
+BROKEN = [
+    ("reasoning in content", "raw-thinker", "reasoning",
+     "route raw-thinker, check reasoning: reasoning arrived inline in content (<think>, </think>):"
+     " the seat needs --reasoning-parser"),
+    ("missing tool parser", "no-tools", "tools",
+     'route no-tools, check tools: HTTP 400: litellm.BadRequestError: Hosted_vllmException -'
      ' "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'),
-    ("channel marker after the tool result", ["vllm_tools_call", "vllm_tool_result_channel_leak"],
-     {"model": "gen-small", "checks": ["tools"]},
-     "route gen-small, check tools: the turn after the tool result leaks <|channel>, <channel|>"),
-    ("dead route", [], {"model": "dead-route", "checks": ["chat"]},
-     "route dead-route, check chat: HTTP 500: litellm.InternalServerError"),
-])
-def test_each_broken_contract_fails_naming_route_and_check(gateway, contract, replies, route,
-                                                           says):
-    proxy, seat = gateway["proxy"], gateway["seat"]
-    seat.queue(*replies)
-    proc = smoke(gateway["tmp"], proxy.url, [route], proxy.master_key)
+    ("channel marker after the tool result", "char-rp", "tools",
+     "route char-rp, check tools: the turn after the tool result leaks <|channel>, <channel|>"
+     " into content (the seat needs --reasoning-parser; vllm#45834)"),
+    ("dead route", "dead-seat", "chat",
+     "route dead-seat, check chat: HTTP 500: litellm.InternalServerError"),
+]
+
+
+@pytest.mark.parametrize("contract, route, check, says", BROKEN, ids=[b[0] for b in BROKEN])
+def test_each_broken_contract_fails_through_the_gateway(gateway, contract, route, check, says):
+    proxy = gateway["proxy"]
+    proc = smoke(gateway["tmp"], proxy.url, [{"model": route, "checks": [check]}],
+                 proxy.master_key)
     assert proc.returncode != 0, contract
     assert says in proc.stdout, proc.stdout
-    assert [row[2] for row in table_rows(proc.stdout)] == ["FAIL"] * len(route["checks"]), \
+    assert [row[:3] for row in table_rows(proc.stdout)] == [(route, check, "FAIL")], \
         "the contract table is printed on failure too"
-    assert seat.pending() == 0
     assert_no_key(proc, proxy.master_key)
+
+
+@pytest.mark.parametrize("seat, served, check, says", [
+    ("no-reasoning-parser", "raw-thinker", "reasoning",
+     "reasoning arrived inline in content (<think>, </think>)"),
+    ("no-tool-parser", "no-tools", "tools",
+     'HTTP 400: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'
+     " to be set (the seat needs --enable-auto-tool-choice and --tool-call-parser)"),
+    ("char-rp", "char-rp", "tools", "leaks <|channel>, <channel|> into content"),
+    ("dead", "dead", "stream", "cannot reach http://127.0.0.1:"),
+], ids=["reasoning in content", "missing tool parser", "channel marker after the tool result",
+        "dead seat"])
+def test_each_broken_contract_fails_directly_on_the_seat(gateway, seat, served, check, says):
+    proc = smoke(gateway["tmp"], gateway["twin"].urls[seat], [{"model": served,
+                                                               "checks": [check]}], None)
+    assert proc.returncode != 0
+    assert "route %s, check %s: " % (served, check) in proc.stdout
+    assert says in proc.stdout, proc.stdout
 
 
 def test_dead_route_says_the_gateway_cannot_reach_the_seat(gateway):
     proxy = gateway["proxy"]
-    proc = smoke(gateway["tmp"], proxy.url, [{"model": "dead-route", "checks": ["stream"]}],
+    proc = smoke(gateway["tmp"], proxy.url, [{"model": "dead-seat", "checks": ["stream"]}],
                  proxy.master_key)
     assert proc.returncode != 0
     assert "(the gateway cannot reach the seat behind this route)" in proc.stdout, proc.stdout
 
 
-@pytest.mark.parametrize("wrong_key", ["sk-" + "0" * 8 + "deadbeefcafe1234", "not-a-virtual-key-9876"])
+@pytest.mark.parametrize("wrong_key", ["sk-llmfleet-wrong-key-0123456789", "not-a-virtual-key-9876"])
 def test_wrong_key_fails_and_is_never_printed(gateway, wrong_key):
     proxy = gateway["proxy"]
     proc = smoke(gateway["tmp"], proxy.url, [{"model": "gen-small", "checks": ["chat"]}],
@@ -276,42 +398,60 @@ def test_wrong_key_fails_and_is_never_printed(gateway, wrong_key):
     assert_no_key(proc, wrong_key)
 
 
+def test_check_mode_still_probes(gateway):
+    proxy = gateway["proxy"]
+    proc = smoke(gateway["tmp"], proxy.url, [{"model": "raw-thinker", "checks": ["reasoning"]}],
+                 proxy.master_key, "--check")
+    assert proc.returncode != 0, "a dry run must not call a broken route fine"
+    assert "route raw-thinker, check reasoning: reasoning arrived inline" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# the route audit against the proxy's own config
+# ---------------------------------------------------------------------------------------------
+
 def test_stale_pass_through_target_is_caught_and_repointed(gateway, tmp_path):
-    proxy, judge = gateway["proxy"], gateway["judge"]
+    proxy, judge, twin = gateway["proxy"], gateway["judge"], gateway["twin"]
     old_port = gateway["old_judge_port"]
     # What a client of the stale route sees:
     status, body = proxy.post("/judge/score", {"text": "x"})
     assert status == 500 and "Cannot connect to host 127.0.0.1:%d" % old_port in body
 
     config = tmp_path / "config.yaml"
-    config.write_text(gateway["proxy"].config_path.read_text())
-    seats = [{"name": "gen-small", "host": "127.0.0.1", "port": gateway["seat"].port,
-              "served_model_names": ["gen-small", "char-rp-thinking"]},
-             {"name": "scalar-judge", "host": "127.0.0.1", "port": judge.port,
-              "previous_port": old_port}]
-    args = json.dumps({"path": str(config), "seats": seats, "rewrite": True,
-                       "strict": False, "backup_tag": "move"})
-    audit = run_ansible(["ansible", "localhost", "-c", "local", "-m",
-                         "llmfleet.seats.gateway_routes", "-a", args, "--check", "--diff"])
-    assert audit.returncode == 0, audit.stdout
-    assert "-      target: http://127.0.0.1:%d/score" % old_port in audit.stdout
-    assert "+      target: http://127.0.0.1:%d/score" % judge.port in audit.stdout
-    assert "# scalar-judge reward route" in config.read_text(), "check mode wrote nothing"
+    config.write_text(proxy.config_path.read_text())
+    seats = [{"name": name, "host": "127.0.0.1", "port": int(url.rsplit(":", 1)[1]),
+              "served_model_names": SEATS[name][1]} for name, url in twin.urls.items()]
+    seats.append({"name": "scalar-judge", "host": "127.0.0.1", "port": judge.port,
+                  "previous_port": old_port})
+    args = {"path": str(config), "seats": seats, "rewrite": True, "backup_tag": "move"}
 
-    strict = run_ansible(["ansible", "localhost", "-c", "local", "-m",
-                          "llmfleet.seats.gateway_routes", "-a",
-                          json.dumps({"path": str(config), "seats": seats})])
-    assert strict.returncode != 0
-    assert ("pass_through_endpoints[0] (/judge/score) target http://127.0.0.1:%d/score: moved"
-            " - seat scalar-judge moved from 127.0.0.1:%d to 127.0.0.1:%d"
-            % (old_port, old_port, judge.port)) in strict.stdout
-    assert "dead-route" in strict.stdout, "the dead route's api_base is no seat's either"
+    def routes_module(*options, **overrides):
+        return run_ansible(["ansible", "localhost", "-c", "local", "-m",
+                            "llmfleet.seats.gateway_routes", "-a",
+                            json.dumps(dict(args, **overrides)), *options])
 
-    fixed = run_ansible(["ansible", "localhost", "-c", "local", "-m",
-                         "llmfleet.seats.gateway_routes", "-a", args])
+    audit = routes_module("--check", "--diff", rewrite=False)
+    assert audit.returncode != 0
+    assert ("line 33 pass_through_endpoints[0] (/judge/score) target http://127.0.0.1:%d/score:"
+            " moved - seat scalar-judge moved from 127.0.0.1:%d to 127.0.0.1:%d"
+            % (old_port, old_port, judge.port)) in audit.stdout, audit.stdout
+    assert "1 gateway target(s) do not point at their seat" in audit.stdout, \
+        "every api_base points at its seat; the dead seat is still listed at its address"
+
+    dry = routes_module("--check", "--diff")
+    assert dry.returncode == 0, dry.stdout
+    assert "-      target: http://127.0.0.1:%d/score" % old_port in dry.stdout
+    assert "+      target: http://127.0.0.1:%d/score" % judge.port in dry.stdout
+    assert config.read_text() == proxy.config_path.read_text(), "check mode wrote nothing"
+
+    fixed = routes_module()
     assert fixed.returncode == 0 and "CHANGED" in fixed.stdout, fixed.stdout
-    again = run_ansible(["ansible", "localhost", "-c", "local", "-m",
-                         "llmfleet.seats.gateway_routes", "-a", args])
+    assert (tmp_path / ("config.yaml.bak-%s-move" % time.strftime("%Y%m%d"))).read_text() \
+        == proxy.config_path.read_text()
+    assert config.read_text() == proxy.config_path.read_text().replace(
+        "target: http://127.0.0.1:%d/score" % old_port,
+        "target: http://127.0.0.1:%d/score" % judge.port)
+    again = routes_module()
     assert again.returncode == 0 and "CHANGED" not in again.stdout, again.stdout
 
     # The real gateway, started from the repointed file, reaches the judge.
@@ -320,4 +460,4 @@ def test_stale_pass_through_target_is_caught_and_repointed(gateway, tmp_path):
         judge.queue_reply(200, '{"score": 0.75}')
         assert repointed.post("/judge/score", {"text": "x"}) == (200, '{"score": 0.75}')
     finally:
-        repointed.stop()
+        stop(repointed.proc)
