@@ -33,8 +33,8 @@ notes:
   - vLLM prints the reserved KV budget in GiB to two decimals, so that line alone gives the bytes
     only to about 5 MiB. vLLM also echoes the C(--kv-cache-memory-bytes) value exactly in its
     C(non-default args) line; when that value is consistent with the reserved line, RV(kv_cache_memory_bytes)
-    is exact and RV(kv_cache_memory_bytes_exact) is true. Otherwise compare the planned bytes
-    rendered the way vLLM renders them with RV(reserved_kv_gib).
+    is exact and RV(kv_cache_memory_bytes_exact) is true. Otherwise the planned bytes can only be
+    compared the way vLLM printed them; O(expected_kv_cache_memory_bytes) does that comparison.
 options:
   log:
     description:
@@ -69,6 +69,12 @@ options:
       - Seconds to wait for C(docker logs).
     type: int
     default: 60
+  expected_kv_cache_memory_bytes:
+    description:
+      - The KV budget the seat was planned with, as bytes or a size such as V(5.5GiB).
+      - Sets RV(kv_cache_memory_bytes_match), compared exactly when the log gives exact bytes, else
+        as vLLM renders GiB (two decimals) in the version that wrote the log.
+    type: raw
 """
 
 EXAMPLES = r"""
@@ -78,12 +84,18 @@ EXAMPLES = r"""
   register: boot
   become: true
 
+- name: Read the boot against the planned budget
+  llmfleet.seats.vllm_boot_info:
+    container: fv-ml1-gen-small-1
+    expected_kv_cache_memory_bytes: 5.5GiB
+  register: boot
+  become: true
+
 - name: Gate on the planned KV budget and capacity
   ansible.builtin.assert:
     that:
       - boot.ready
-      - boot.kv_cache_memory_bytes_exact
-      - boot.kv_cache_memory_bytes == 5905580032
+      - boot.kv_cache_memory_bytes_match
       - boot.kv_cache_tokens == 461215
       - boot.oom_events == 0
     fail_msg: "gen-small booted with {{ boot.kv_cache_memory_bytes }} B / {{ boot.kv_cache_tokens }} tokens; errors: {{ boot.errors }}"
@@ -126,6 +138,12 @@ kv_cache_memory_bytes:
 kv_cache_memory_bytes_exact:
   description: Whether RV(kv_cache_memory_bytes) is the exact byte count (null when there is none).
   returned: always
+  type: bool
+kv_cache_memory_bytes_match:
+  description:
+    - Whether the boot reserved O(expected_kv_cache_memory_bytes); false when the log shows no
+      reserved budget.
+  returned: when O(expected_kv_cache_memory_bytes) is set
   type: bool
 reserved_kv_gib:
   description: The reserved KV budget as vLLM printed it (C(5.5) in 0.33, C(5.50) in 0.10.2).
@@ -284,10 +302,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import SizeError, to_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import (
     VllmLogError,
     parse_boot_log,
     read_container_log,
+    reserved_matches,
 )
 
 
@@ -300,6 +320,7 @@ def main():
             docker_cli=dict(type="path"),
             since=dict(type="str"),
             timeout=dict(type="int", default=60),
+            expected_kv_cache_memory_bytes=dict(type="raw"),
         ),
         mutually_exclusive=[("log", "container")],
         required_one_of=[("log", "container")],
@@ -308,6 +329,9 @@ def main():
     )
     params = module.params
     try:
+        expected = params["expected_kv_cache_memory_bytes"]
+        if expected is not None:
+            expected = to_bytes(expected, "expected_kv_cache_memory_bytes")
         if params["container"] is not None:
             if params["timeout"] <= 0:
                 raise VllmLogError("timeout: expected seconds > 0, got %d" % params["timeout"])
@@ -320,8 +344,10 @@ def main():
         else:
             text = params["log"]
         info = parse_boot_log(text)
-    except VllmLogError as exc:
+    except (VllmLogError, SizeError) as exc:
         module.fail_json(msg=str(exc))
+    if expected is not None:
+        info["kv_cache_memory_bytes_match"] = reserved_matches(expected, info)
     module.exit_json(changed=False, **info)
 
 

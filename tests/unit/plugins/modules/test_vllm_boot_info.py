@@ -30,6 +30,28 @@ def test_reads_a_log_given_as_text(capsys):
             result["max_model_len"], result["ready"]) == (5905580032, 461215, 1.76, 262144, True)
 
 
+@pytest.mark.parametrize("name, expected, match", [
+    ("v0.33.0-seed-gen-small-no-logo", "5.5GiB", True),          # exact bytes in the log
+    ("v0.33.0-seed-gen-small-no-logo", 5905580033, False),
+    ("v0.10.2-kv-bytes-ready", 22 * 2 ** 30, True),
+    ("v0.33.0-util-ready", "8GiB", False),                         # no reserved budget at all
+])
+def test_the_planned_budget_is_compared_as_the_log_allows(capsys, name, expected, match):
+    log = (FIXTURES / (name + ".log")).read_text(encoding="utf-8")
+    code, result = run(capsys, {"log": log, "expected_kv_cache_memory_bytes": expected})
+    assert code == 0 and result["kv_cache_memory_bytes_match"] is match
+
+
+def test_without_the_cli_echo_the_budget_is_compared_as_vllm_printed_it(capsys):
+    log = "\n".join(line for line in (FIXTURES / "v0.10.2-kv-bytes-ready.log").read_text(
+        encoding="utf-8").split("\n") if "non-default args" not in line)
+    # 22.00 GiB as printed: 22 GiB + 3 MiB renders the same, 22.01 GiB does not
+    for expected, match in ((22 * 2 ** 30 + 3 * 2 ** 20, True), (int(22.01 * 2 ** 30), False)):
+        result = run(capsys, {"log": log, "expected_kv_cache_memory_bytes": expected})[1]
+        assert result["kv_cache_memory_bytes_exact"] is False
+        assert result["kv_cache_memory_bytes_match"] is match
+
+
 def test_check_mode_reads_too(capsys):
     log = (FIXTURES / "v0.10.1.1-util-ready.log").read_text(encoding="utf-8")
     code, result = run(capsys, {"log": log, "_ansible_check_mode": True})
@@ -53,6 +75,8 @@ def test_a_failed_boot_is_data_not_a_module_failure(capsys):
     ({"container": " "}, "container: expected a docker container name or id, got ' '"),
     ({"container": "seat", "docker_cli": "/nonexistent/docker"},
      "container seat: cannot run /nonexistent/docker: "),
+    ({"log": "x", "expected_kv_cache_memory_bytes": "5.5 gigs"},
+     "expected_kv_cache_memory_bytes: unknown unit 'gigs'"),
 ])
 def test_bad_input_is_one_clear_error(capsys, args, message):
     code, result = run(capsys, args)
