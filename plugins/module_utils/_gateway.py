@@ -135,7 +135,7 @@ def _check_max_tokens(value, what):
 # ---------------------------------------------------------------------------------------------
 
 class _Failure(Exception):
-    """A check failed; ``detail`` is what the operator reads (already free of the key)."""
+    """A check failed; ``detail`` is what the operator reads (run_check scrubs the key)."""
 
     def __init__(self, detail, http_status=None, extra=None):
         super().__init__(detail)
