@@ -160,9 +160,9 @@ def test_every_vllm_seat_declares_its_checkpoint_weights(seats):
         assert 1 * GIB < weights < 40 * GIB, (name, weights)
     # The dense BF16 checkpoints' index total_size is 2 bytes per parameter of their own config:
     # it ties each figure to the model the seat's config describes (models/README.md).
-    dense = {name: json.loads((INVENTORY / seat["model_config"]).read_text())
-             for name, seat in vllm_seats.items()}
-    dense = {name: config for name, config in dense.items()
+    configs = {name: json.loads((INVENTORY / seat["model_config"]).read_text())
+               for name, seat in vllm_seats.items()}
+    dense = {name: config for name, config in configs.items()
              if config["model_type"] in ("llama", "qwen2", "qwen3")}
     assert set(dense) == {"erp-seat", "voices", "coder"}
     for name, config in dense.items():
