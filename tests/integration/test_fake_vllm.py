@@ -679,3 +679,14 @@ def test_a_gpu_that_falls_off_the_bus_kills_the_engine(gpus, seats, models):
     assert seat.wait_exit() == 0
     lines_in_order(seat.output, "Application startup complete.", "EngineCore encountered a fatal error.",
                    "RuntimeError: CUDA error: GPU has fallen off the bus", "INFO:     Shutting down")
+
+
+def test_sigterm_during_boot_stops_the_seat_and_frees_the_gpu(gpus, seats, models):
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_BOOT_DELAY_S": "30"}, wait=False)
+    deadline = time.monotonic() + 10
+    while not gpus.processes(GPU0):
+        assert time.monotonic() < deadline, seat.output
+        time.sleep(0.02)
+    seat.proc.send_signal(signal.SIGTERM)
+    assert seat.wait_exit(timeout=10) == 0
+    assert gpus.processes(GPU0) == [] and "Application startup complete" not in seat.output

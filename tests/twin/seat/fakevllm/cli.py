@@ -223,7 +223,7 @@ def non_default_args(args) -> dict:
     defaults = vars(build_parser().parse_args([]))
     shown = {}
     for key, value in vars(args).items():
-        if key in ("model_flag",) or key.startswith("ignored_") and value is None:
+        if key == "model_flag" or key.startswith("ignored_") and value is None:
             continue
         if key == "model" or key not in defaults or defaults[key] != value:
             shown[key.replace("ignored_", "")] = value

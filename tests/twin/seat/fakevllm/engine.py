@@ -47,6 +47,15 @@ ENGINE_FRAMES = [("v1/engine/core.py", 1539, "run_engine_core",
                   "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)"),
                  ("v1/engine/core.py", 159, "__init__",
                   "kv_cache_config = self._initialize_kv_caches(vllm_config)")]
+# where in vLLM an allocation of each kind happens, for torch's OutOfMemoryError traceback
+ALLOCATION_FRAMES = {
+    "cuda_context": ("v1/worker/gpu_worker.py", 498, "init_device", "init_worker_distributed_environment("),
+    "weights": ("v1/worker/gpu/model_runner.py", 402, "load_model", "self.model = model or model_loader.load_model("),
+    "activations": ("v1/worker/gpu/model_runner.py", 1036, "profile_run", "self._dummy_run(max_num_tokens)"),
+    "kv": ("v1/worker/gpu/model_runner.py", 1190, "initialize_kv_cache",
+           "kv_caches = self._allocate_kv_cache_tensors(kv_cache_config)"),
+    "cuda_graphs": ("v1/worker/gpu/model_runner.py", 1150, "capture_model", "self.cudagraph_manager.capture("),
+}
 BUSY_LOOP_FRAMES = [("v1/engine/core.py", 1570, "run_engine_core", "engine_core.run_busy_loop()"),
                     ("v1/engine/core.py", 1627, "step", "model_output = future.result()")]
 
@@ -90,6 +99,7 @@ class Rank:
         self.held_mib = 0
         self.torch_mib = 0
         self.layout = settings.layout
+        self.total_bytes = self._mem_get_info()[1]
 
     # -- memory ------------------------------------------------------------------------------
     def _alloc(self, mib: int, tag: str, torch_owned: bool = True) -> None:
@@ -97,8 +107,7 @@ class Rank:
             self.driver.alloc(self.uuid, mib, tag)
         except OutOfMemory as oom:
             raise BootError("torch.OutOfMemoryError", self.oom_message(mib * MIB, oom.free_mib)
-                            .split(": ", 1)[1], [("v1/worker/gpu_worker.py", 900, "initialize_from_config",
-                                                  "self.model_runner.initialize_kv_cache(kv_cache_config)")])
+                            .split(": ", 1)[1], [ALLOCATION_FRAMES.get(tag, ALLOCATION_FRAMES["kv"])])
         except DriverError as exc:
             raise BootError("RuntimeError", "CUDA error: %s" % exc)
         self.held_mib += mib
@@ -119,8 +128,7 @@ class Rank:
             self.torch_mib -= mib
 
     def oom_message(self, requested_bytes: int, free_mib: int) -> str:
-        total = self.total_bytes
-        return TORCH_OOM % (torch_size(requested_bytes), self.rank, torch_size(total),
+        return TORCH_OOM % (torch_size(requested_bytes), self.rank, torch_size(self.total_bytes),
                             torch_size(free_mib * MIB), torch_size(self.held_mib * MIB),
                             torch_size(self.torch_mib * MIB), torch_size(20 * MIB))
 
@@ -133,7 +141,7 @@ class Rank:
         self.log.info("v2_runner", "Using V2 Model Runner")
         # the CUDA context, NCCL and cuBLAS handles exist before the snapshot
         self._alloc(self.knobs.cuda_context_mib, "cuda_context", torch_owned=False)
-        free, self.total_bytes = self._mem_get_info()
+        free = self._mem_get_info()[0]
         self.snapshot_free = free
         self.requested = math.ceil(self.total_bytes * s.gpu_memory_utilization)
         if free < self.requested:
@@ -217,8 +225,7 @@ class Rank:
             free = self._mem_get_info()[0]
             raise BootError("torch.OutOfMemoryError",
                             self.oom_message(num_bytes, free // MIB).split(": ", 1)[1],
-                            [("v1/worker/gpu/model_runner.py", 1190, "initialize_kv_cache",
-                              "kv_caches = self._allocate_kv_cache_tensors(kv_cache_config)")])
+                            [ALLOCATION_FRAMES["kv"]])
         self._alloc(mib_of(num_bytes), "kv")
 
     def capture_and_warm_up(self) -> None:

@@ -161,7 +161,13 @@ class ApiServer:
         self.settings = settings
         self.engine = EngineClient(pid, sock, self.engine_died)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.engine.booted.wait()
+        while not self.engine.booted.wait(0.1):
+            if self.stop.is_set():   # SIGTERM while booting interrupts the engine's init
+                os.kill(pid, signal.SIGTERM)
+                while not self.engine.dead:
+                    time.sleep(0.02)
+                self.httpd.shutdown()
+                return 0
         boot = self.engine.boot
         if not boot or boot["event"] != "ready":
             self.httpd.shutdown()
