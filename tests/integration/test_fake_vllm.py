@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -690,3 +691,18 @@ def test_sigterm_during_boot_stops_the_seat_and_frees_the_gpu(gpus, seats, model
     seat.proc.send_signal(signal.SIGTERM)
     assert seat.wait_exit(timeout=10) == 0
     assert gpus.processes(GPU0) == [] and "Application startup complete" not in seat.output
+
+
+def test_metrics_show_a_request_in_flight(seats, models):
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "40"})
+    worker = threading.Thread(target=seat.chat, args=([{"role": "user", "content": "word " * 5000}],))
+    worker.start()
+    time.sleep(0.3)
+    text = seat.http("/metrics")[1]
+    worker.join()
+    assert 'vllm:num_requests_running{model_name="gen-small",engine="0"} 1.0' in text
+    usage = float(text.split('vllm:kv_cache_usage_perc{model_name="gen-small",engine="0"} ')[1].split()[0])
+    assert usage == pytest.approx(5007 / 58240, abs=1e-6)    # the prompt's tokens of the pool
+    after = seat.http("/metrics")[1]
+    assert 'vllm:num_requests_running{model_name="gen-small",engine="0"} 0.0' in after
+    assert 'vllm:prompt_tokens_total{model_name="gen-small",engine="0"} 5007.0' in after
