@@ -19,7 +19,7 @@ description:
     O(force=true), and adopt the dead run's journal so that a rollback still returns to the
     state before the first run.
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
 attributes:

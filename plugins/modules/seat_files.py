@@ -18,7 +18,7 @@ description:
     O(state=present) run returned, and removes files that did not exist before it.
   - Every value in both files is quoted, so no model name or argument can break them.
 author:
-  - llmfleet.seats contributors
+  - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
 attributes:

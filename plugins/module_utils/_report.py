@@ -1,0 +1,129 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""What a person reads: a host's plan as Markdown and as an SVG bar per GPU, and a rebalance
+run's report as Markdown. Pure functions of the plan / report dicts (see _plan.py)."""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import human_bytes
+
+# Distinct, colour-blind-safe fills (Okabe-Ito), cycled over a GPU's seats.
+_PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+            "#7F7F7F")
+
+
+def _mib(value):
+    return "-" if value is None else "{:,}".format(value)
+
+
+def _seat_rows(plan, gpu):
+    by_name = {seat["name"]: seat for seat in plan["seats"]}
+    return [by_name[name] for name in gpu["seats"]]
+
+
+def plan_markdown(plan):
+    """The plan of one host: per GPU its seats with KV, tokens, concurrency, footprint and boot
+    gate, then spare at plateau and at boot; the moves and the warnings last."""
+    lines = ["## %s" % plan["host"], ""]
+    lines.append("Worst spare at plateau: **%s MiB**%s. Moves: %s." % (
+        _mib(plan["worst_spare_mib"]), " (proven optimal)" if plan["optimal"] else
+        " (best found, NOT proven optimal)", ", ".join(plan["moves"]) or "none"))
+    lines.append("")
+    lines.append("| GPU | seat | KV budget | KV tokens | concurrency | footprint MiB "
+                 "(weights + KV + overhead) | util (boot gate) | from |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for gpu in plan["gpus"]:
+        label = "%d `%s`" % (gpu["index"], gpu["uuid"][:12])
+        if gpu["keep_clear"]:
+            lines.append("| %s | *kept clear* | | | | | | |" % label)
+            continue
+        for seat in _seat_rows(plan, gpu):
+            if seat["engine"] == "vllm":
+                kv = "%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"])
+                tokens = "{:,}".format(seat["kv_cache_tokens"])
+                conc = "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"]))
+                util = "%.2f" % seat["gpu_memory_utilization"]
+            else:
+                kv, tokens, conc, util = "fixed cap", "-", "-", "-"
+            parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]),
+                                      _mib(seat["overhead_mib"]))
+            moved = "moved from %s" % ", ".join(seat["current_gpus"]) if seat["moved"] else (
+                "stays" if seat["current_gpus"] else "new")
+            lines.append("| %s | %s | %s | %s | %s | %s (%s) | %s | %s |" % (
+                label, seat["name"], kv, tokens, conc, _mib(seat["footprint_mib"]), parts, util,
+                moved))
+    lines.append("")
+    lines.append("| GPU | total MiB | not ours MiB | seats MiB | spare at plateau MiB | "
+                 "spare at boot MiB |")
+    lines.append("|---|---|---|---|---|---|")
+    for gpu in plan["gpus"]:
+        lines.append("| %d | %s | %s | %s | %s | %s |" % (
+            gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
+            _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
+    if plan.get("warnings"):
+        lines.append("")
+        lines += ["- warning: %s" % warning for warning in plan["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def plan_svg(plan, width=960):
+    """One stacked bar per GPU: memory not ours, each seat at plateau, the spare. Labels sit in
+    the segments that are wide enough and in a legend under each bar."""
+    margin, bar_height, row = 16, 34, 96
+    bar_width = width - 2 * margin
+    rows = []
+    for row_index, gpu in enumerate(plan["gpus"]):
+        top = margin + 28 + row_index * row
+        total = max(gpu["total_mib"], 1)
+        scale = bar_width / total
+        title = "GPU %d %s: %s MiB" % (gpu["index"], gpu.get("name") or gpu["uuid"],
+                                       _mib(gpu["total_mib"]))
+        if gpu["keep_clear"]:
+            title += " (kept clear)"
+        rows.append('<text x="%d" y="%d" class="title">%s</text>' % (margin, top - 8, escape(title)))
+        x = float(margin)
+        segments = [("not ours", gpu["background_mib"], "#BBBBBB")]
+        for seat_index, seat in enumerate(_seat_rows(plan, gpu)):
+            segments.append((seat["name"], seat["footprint_mib"] // max(len(seat["gpus"]), 1)
+                             if seat["engine"] == "vllm" else seat["footprint_mib"],
+                             _PALETTE[seat_index % len(_PALETTE)]))
+        legend = []
+        for name, mib, fill in segments:
+            if not mib:
+                continue
+            w = mib * scale
+            rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#FFFFFF">'
+                        '<title>%s: %s MiB</title></rect>'
+                        % (x, top, w, bar_height, fill, escape(name), _mib(mib)))
+            if w > 7 * len(name) + 8:
+                rows.append('<text x="%.1f" y="%d" class="in">%s</text>'
+                            % (x + 4, top + bar_height // 2 + 4, escape(name)))
+            legend.append("%s %s" % (name, _mib(mib)))
+            x += w
+        spare = gpu["spare_mib"]
+        spare_w = max(margin + bar_width - x, 0)
+        rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#spare)" '
+                    'stroke="#888888"><title>spare at plateau: %s MiB</title></rect>'
+                    % (x, top, spare_w, bar_height, _mib(spare)))
+        legend.append("spare %s MiB (at boot %s)" % (_mib(spare), _mib(gpu["spare_at_boot_mib"])))
+        rows.append('<text x="%d" y="%d" class="legend">%s</text>'
+                    % (margin, top + bar_height + 16, escape(" | ".join(legend))))
+    height = margin * 2 + 28 + len(plan["gpus"]) * row
+    return "\n".join([
+        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+        'font-family="sans-serif">' % (width, height, width, height),
+        '<style>.title{font-size:14px;font-weight:bold}.in{font-size:12px;fill:#FFFFFF}'
+        '.legend{font-size:11px;fill:#333333}</style>',
+        '<defs><pattern id="spare" width="8" height="8" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)"><rect width="8" height="8" fill="#FFFFFF"/>'
+        '<line x1="0" y1="0" x2="0" y2="8" stroke="#9ACD32" stroke-width="3"/></pattern></defs>',
+        '<text x="%d" y="%d" class="title">%s: memory per GPU at plateau (worst spare %s MiB)</text>'
+        % (margin, margin + 4, escape(plan["host"]), _mib(plan["worst_spare_mib"])),
+    ] + rows + ["</svg>"]) + "\n"

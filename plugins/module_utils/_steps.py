@@ -1,0 +1,76 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The order in which a host's seats change: which stop first, and the boot waves.
+
+Seats that leave the host, move to another GPU or shrink stop first, so the memory they hold
+is free before anything boots. Every seat whose files changed, or that should run and does not,
+then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on each of its
+GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where vLLM's
+profile charges a neighbour's memory to the wrong seat (seed 000). Within a GPU the largest
+footprint boots first: if something does not fit, it fails before the small seats move.
+"""
+
+from __future__ import annotations
+
+
+class StepsError(ValueError):
+    """Inputs that do not describe one host's plan and state."""
+
+
+def seat_usage_mib(cards, seat_name):
+    """MiB each GPU (by UUID) holds for processes of this seat's compose service."""
+    usage = {}
+    for gpu in cards.get("gpus", []):
+        for process in gpu.get("processes") or []:
+            if process.get("compose_service") == seat_name or process.get("compose_project") == seat_name:
+                usage[gpu["uuid"]] = usage.get(gpu["uuid"], 0) + (process.get("used_mib") or 0)
+    return usage
+
+
+def rebalance_steps(plan, changed, running, cards):
+    """``{"stop_first": [...], "waves": [[...], ...], "leaving": [...], "unchanged": [...]}``.
+
+    ``plan`` is the host's plan (``seats`` with ``name``, ``gpus``, ``footprint_mib``);
+    ``changed`` the seats whose files changed; ``running`` the managed seats running now (names);
+    ``cards`` a gpu_info result read now (for what each running seat holds).
+    """
+    if not isinstance(plan, dict) or not isinstance(plan.get("seats"), list):
+        raise StepsError("plan: expected a seat_plan result with a 'seats' list")
+    seats = {seat["name"]: seat for seat in plan["seats"]}
+    changed, running = set(changed or []), set(running or [])
+    unknown = changed - set(seats)
+    if unknown:
+        raise StepsError("changed: %s not in the plan" % ", ".join(sorted(unknown)))
+
+    leaving = sorted(running - set(seats))
+    stop_first = list(leaving)
+    for name in sorted(changed & running):
+        seat = seats[name]
+        held = seat_usage_mib(cards or {}, name)
+        moves = bool(held) and set(held) != set(seat["gpus"])
+        shrinks = any(mib > seat["footprint_mib"] for mib in held.values())
+        if moves or shrinks:
+            stop_first.append(name)
+
+    to_boot = [seats[name] for name in seats if name in changed or name not in running]
+    to_boot.sort(key=lambda seat: (-len(seat["gpus"]), -seat["footprint_mib"], seat["name"]))
+    waves = []
+    for seat in to_boot:
+        for wave in waves:
+            if not wave["gpus"] & set(seat["gpus"]):
+                wave["gpus"] |= set(seat["gpus"])
+                wave["seats"].append(seat["name"])
+                break
+        else:
+            waves.append({"gpus": set(seat["gpus"]), "seats": [seat["name"]]})
+    return {
+        "stop_first": stop_first,
+        "waves": [wave["seats"] for wave in waves],
+        "leaving": leaving,
+        "unchanged": sorted(name for name in seats if name not in changed and name in running),
+    }
