@@ -1,6 +1,6 @@
 """Provenance of the vLLM log fixtures: every format string render.py uses is still in the wheel
 it names, at the line it names. Downloads vllm 0.10.1.1, 0.10.2 and 0.33.0 (--no-deps) once into
-.build/vllm-wheels/."""
+.build/cache/vllm/, where the KV differential test keeps its 0.33.0 wheel too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "vllm_logs"
-WHEELS = REPO / ".build" / "vllm-wheels"
+WHEELS = REPO / ".build" / "cache" / "vllm"
 _spec = importlib.util.spec_from_file_location("vllm_log_render", FIXTURES / "render.py")
 render = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render)
@@ -26,13 +26,13 @@ WINDOW = 20
 
 
 def wheel(version):
-    target = WHEELS / version
-    found = sorted(target.glob("vllm-%s-*.whl" % version)) if target.exists() else []
+    found = sorted(WHEELS.glob("vllm-%s-*.whl" % version))
     if not found:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                               "-d", str(target), "vllm==%s" % version],
+        WHEELS.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                               "--quiet", "-d", str(WHEELS), "vllm==%s" % version],
                               capture_output=True, text=True, timeout=900, check=False)
-        found = sorted(target.glob("vllm-%s-*.whl" % version))
+        found = sorted(WHEELS.glob("vllm-%s-*.whl" % version))
         if not found:
             message = "cannot download vllm==%s: %s" % (version, proc.stderr.strip()[-400:])
             if os.environ.get("CI"):
