@@ -178,9 +178,11 @@ def seat_compose(seat):
     if seat.get("volumes"):
         service["volumes"] = list(seat["volumes"])
     service["healthcheck"] = {
+        # python3 is in vLLM's image (curl is not in every image).
         "test": ["CMD", "python3", "-c", _Joined([
-            "import urllib.request; urllib.request.urlopen('http://127.0.0.1:", health_port,
-            "%s', timeout=5)" % seat.get("health_path", "/health")])],
+            "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", health_port,
+            ", timeout=5); c.request('GET', '%s'); sys.exit(c.getresponse().status != 200)"
+            % seat.get("health_path", "/health")])],
         "interval": "15s",
         "timeout": "10s",
         "retries": 3,

@@ -127,3 +127,59 @@ def plan_svg(plan, width=960):
         '<text x="%d" y="%d" class="title">%s: memory per GPU at plateau (worst spare %s MiB)</text>'
         % (margin, margin + 4, escape(plan["host"]), _mib(plan["worst_spare_mib"])),
     ] + rows + ["</svg>"]) + "\n"
+
+
+def merge_host_section(report, run_id, host, section, check_mode):
+    """The report with this host's section put in (a new run starts a new report)."""
+    if not report or report.get("run_id") != run_id:
+        report = {"schema": 1, "run_id": run_id, "check_mode": check_mode, "hosts": {}}
+    report["hosts"][host] = section
+    return report
+
+
+def report_markdown(report):
+    """The run's report: per host its status, the plan, every gate with its measured value,
+    what was done, the backups written, and the cards before and after."""
+    lines = ["# Rebalance %s%s" % (report["run_id"], " (dry run: --check)" if report.get("check_mode") else ""), ""]
+    lines.append("| host | status | gates passed | failed gate | started | finished |")
+    lines.append("|---|---|---|---|---|---|")
+    for host, section in sorted(report["hosts"].items()):
+        gates = section.get("gates") or []
+        failed = [g for g in gates if not g["ok"]]
+        lines.append("| %s | **%s** | %d/%d | %s | %s | %s |" % (
+            host, section["status"], len(gates) - len(failed), len(gates),
+            "%s %s" % (failed[0]["seat"], failed[0]["gate"]) if failed else "",
+            section.get("started", ""), section.get("finished", "")))
+    for host, section in sorted(report["hosts"].items()):
+        lines += ["", "# %s: %s" % (host, section["status"])]
+        if section.get("error"):
+            lines += ["", "Failed: %s" % section["error"]]
+        if section.get("plan"):
+            lines += ["", plan_markdown(section["plan"]).rstrip("\n")]
+        lines += ["", "### Gates", ""]
+        if section.get("gates"):
+            lines += ["| seat | gate | ok | measured | expected | detail |", "|---|---|---|---|---|---|"]
+            for g in section["gates"]:
+                lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                    g["seat"], g["gate"], "yes" if g["ok"] else "**NO**", _cell(g["measured"]),
+                    _cell(g["expected"]), _cell(g["detail"])))
+        else:
+            lines.append("none ran")
+        lines += ["", "### What was done", ""]
+        lines += ["- %s" % action for action in section.get("actions") or []] or ["nothing"]
+        lines += ["", "### Backups written", ""]
+        lines += ["- `%s`" % path for path in section.get("backups") or []] or ["none"]
+        for when in ("before", "after"):
+            cards = section.get(when) or []
+            if cards:
+                lines += ["", "### Cards %s" % when, "", "| GPU | used MiB | free MiB | held by |", "|---|---|---|---|"]
+                for gpu in cards:
+                    holders = ", ".join("%s %s" % (k, _mib(v)) for k, v in sorted(gpu["holders_mib"].items()))
+                    lines.append("| %s | %s | %s | %s |" % (gpu["index"], _mib(gpu["memory_used_mib"]),
+                                                          _mib(gpu["memory_free_mib"]), holders or "-"))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value):
+    text = value if isinstance(value, str) else "-" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -136,7 +136,7 @@ def _replace(path, record):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "path": {"type": "path", "default": "/run/llmfleet/rebalance.lock"},
+            "path": {"type": "path", "default": "/var/lib/llmfleet/rebalance.lock"},
             "state": {"type": "str", "choices": ["acquired", "journaled", "released"],
                       "default": "acquired"},
             "journal": {"type": "dict", "default": {}},

@@ -12,9 +12,9 @@ version_added: 0.1.0
 description:
   - Evaluates the gates of a rebalance and returns every one with its measured and expected
     value; fails, naming each failed gate with its numbers, when any does not pass.
-  - O(phase=before_start) needs O(cards) (a M(llmfleet.seats.gpu_info) result read just before):
-    free memory on each of the seat's GPUs, counting what the seat itself holds now, covers its
-    footprint plus O(margin_mib); and, for vLLM, vLLM's own startup check
+  - O(phase=before_start) needs O(cards), a M(llmfleet.seats.gpu_info) result read just before.
+    Free memory on each of the seat's GPUs, counting what the seat itself holds now, must cover
+    its footprint plus O(margin_mib); for vLLM it must also pass vLLM's own startup check
     C(free >= ceil(total x gpu_memory_utilization)).
   - O(phase=after_boot) waits for each seat's C(/health) to answer 200 (up to
     O(health_timeout) seconds; it stops early when the container exits), then checks the
@@ -22,9 +22,9 @@ description:
     C(max_model_len), the boot log's reserved KV bytes, C(GPU KV cache size) and concurrency equal
     the plan, and the log has no OOM or FlashInfer fall-back line; with O(runtime_probe), one
     request near C(max_model_len) must succeed (boot is not runtime, seed 003).
-  - O(phase=after_boot_memory) and O(phase=plateau) need O(cards) and O(plan_gpus): free memory
-    on the GPUs in O(gpus) is at least the margin and at least the plan's spare at boot (or at
-    plateau) less O(tolerance_mib).
+  - O(phase=after_boot_memory) and O(phase=plateau) need O(cards) and O(plan_gpus). Free memory
+    on the GPUs in O(gpus) must be at least the margin and at least the plan's spare at boot (or
+    at plateau) less O(tolerance_mib).
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -139,9 +139,9 @@ import json
 import os
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llmfleet.seats.plugins.module_utils import _gates
 from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import (
@@ -157,10 +157,9 @@ def _http(method, url, api_key=None, body=None, timeout=10):
     if api_key:
         headers["Authorization"] = "Bearer " + api_key
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, raw = response.status, response.read()
+        response = open_url(url, data=data, headers=headers, method=method, timeout=timeout)
+        status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
     except (urllib.error.URLError, OSError):
@@ -183,7 +182,7 @@ class Host:
         self.docker = module.get_bin_path("docker", required=True)
 
     def inspect(self, container):
-        rc, out, _err = self.module.run_command([self.docker, "inspect", container],
+        rc, out, dummy = self.module.run_command([self.docker, "inspect", container],
                                                 environ_update={k: v for k, v in self.env.items()
                                                                 if k == "DOCKER_HOST"})
         if rc != 0:

@@ -45,13 +45,13 @@ def test_write_check_diff_idempotence_backup_and_restore(tmp_path):
     assert result["changed"] and not project.exists(), "check mode must touch nothing"
     assert "SEAT_KV_CACHE_MEMORY_BYTES='5905580032'" in out, "the diff shows the new .env"
 
-    result, _ = _play(tmp_path, SEAT)
+    result, dummy = _play(tmp_path, SEAT)
     assert result["changed"] and all(f["created"] for f in result["files"].values())
     env = project / ".env"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     first_env, first_compose = env.read_bytes(), (project / "compose.yaml").read_bytes()
 
-    result, _ = _play(tmp_path, SEAT)
+    result, dummy = _play(tmp_path, SEAT)
     assert not result["changed"] and result["backups"] == [], "a second run changes nothing"
 
     # The operator made the .env group-readable; a new budget must keep that mode.
@@ -66,14 +66,14 @@ def test_write_check_diff_idempotence_backup_and_restore(tmp_path):
     assert stat.S_IMODE(env.stat().st_mode) == 0o640
     assert "-SEAT_KV_CACHE_MEMORY_BYTES='5905580032'" in out
 
-    restored, _ = _play(tmp_path, None, state="restored", restore=result["files"])
+    restored, dummy = _play(tmp_path, None, state="restored", restore=result["files"])
     assert restored["changed"]
     assert env.read_bytes() == first_env and (project / "compose.yaml").read_bytes() == first_compose
     assert stat.S_IMODE(env.stat().st_mode) == 0o640
 
     # A later, different version on the same day gets its own backup name, never overwrites.
-    result, _ = _play(tmp_path, bigger)
-    result, _ = _play(tmp_path, dict(SEAT, kv_cache_memory_bytes=7516192768))
+    result, dummy = _play(tmp_path, bigger)
+    result, dummy = _play(tmp_path, dict(SEAT, kv_cache_memory_bytes=7516192768))
     assert result["files"][".env"]["backup"] == str(backup) + "-2"
     assert backup.read_bytes() == first_env
 

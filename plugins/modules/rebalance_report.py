@@ -1,0 +1,146 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rebalance_report
+short_description: Write a host's part of a rebalance report
+version_added: 0.1.0
+description:
+  - Puts one host's section into O(report_dir)C(/report.json) (a run with another O(run_id)
+    starts a new report), then renders C(report.md) for every host in it and the host's plan as
+    C(<host>.svg), a stacked bar per GPU.
+  - The playbooks run it on the controller with C(throttle=1), so hosts that finish together
+    never write the report at the same time.
+author:
+  - llmfleet.seats contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  report_dir:
+    description: Where to write C(report.json), C(report.md) and C(<host>.svg); created if missing.
+    type: path
+    required: true
+  run_id:
+    description: The run the report belongs to.
+    type: str
+    required: true
+  host:
+    description: The host whose section this is.
+    type: str
+    required: true
+  check_mode:
+    description: Whether the run was a dry run (C(--check)); said in the report's title.
+    type: bool
+    default: false
+  section:
+    description:
+      - The host's section, with at least C(status) (V(planned), V(unchanged), V(applied),
+        V(rolled_back) or V(failed)); usually also C(plan), C(gates), C(actions), C(backups),
+        C(before), C(after), C(error), C(started) and C(finished).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Write this host's part of the report
+  llmfleet.seats.rebalance_report:
+    report_dir: /srv/reports/rebal-20261005
+    run_id: "{{ llmfleet_run_id }}"
+    host: "{{ inventory_hostname }}"
+    section:
+      status: applied
+      gates: []
+  delegate_to: localhost
+  throttle: 1
+"""
+
+RETURN = r"""
+paths:
+  description: The files written.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._report import (
+    merge_host_section,
+    plan_svg,
+    report_markdown,
+)
+
+STATUSES = ("planned", "unchanged", "applied", "rolled_back", "failed")
+
+
+def _write(module, path, text):
+    old = None
+    if os.path.exists(path):
+        with open(path) as handle:
+            old = handle.read()
+    if old == text:
+        return False
+    if not module.check_mode:
+        temp = path + ".tmp"
+        with open(temp, "w") as out:
+            out.write(text)
+        os.rename(temp, path)
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "report_dir": {"type": "path", "required": True},
+            "run_id": {"type": "str", "required": True},
+            "host": {"type": "str", "required": True},
+            "check_mode": {"type": "bool", "default": False},
+            "section": {"type": "dict", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    section = params["section"]
+    if section.get("status") not in STATUSES:
+        module.fail_json(msg="section.status: expected one of %s, got %r"
+                         % (", ".join(STATUSES), section.get("status")))
+    directory = params["report_dir"]
+    path = os.path.join(directory, "report.json")
+    report = None
+    if os.path.exists(path):
+        try:
+            with open(path) as handle:
+                report = json.load(handle)
+        except ValueError as exc:
+            module.fail_json(msg="%s is not a report (%s); move it away or pick another report_dir"
+                             % (path, exc))
+    report = merge_host_section(report, params["run_id"], params["host"], section,
+                                params["check_mode"])
+    if not module.check_mode:
+        os.makedirs(directory, exist_ok=True)
+    files = {path: json.dumps(report, indent=2, sort_keys=True) + "\n",
+             os.path.join(directory, "report.md"): report_markdown(report)}
+    if section.get("plan"):
+        files[os.path.join(directory, "%s.svg" % params["host"])] = plan_svg(section["plan"])
+    changed = False
+    for file_path, text in files.items():
+        changed = _write(module, file_path, text) or changed
+    module.exit_json(changed=changed, paths=sorted(files))
+
+
+if __name__ == "__main__":
+    main()
