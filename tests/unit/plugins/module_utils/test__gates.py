@@ -1,0 +1,87 @@
+"""Gate evaluation: each gate says what it measured against what the plan expects."""
+
+from __future__ import annotations
+
+from ansible_collections.llmfleet.seats.plugins.module_utils import _gates
+
+GIB = 1024 ** 3
+SEAT = {"name": "voices", "engine": "vllm", "gpus": ["GPU-0"], "footprint_mib": 30000,
+        "gpu_memory_utilization": 0.33, "container": "vllm-voices", "port": 8014,
+        "served_model_names": ["voices"], "max_model_len": 40960,
+        "kv_cache_memory_bytes": 6979321856, "kv_cache_tokens": 47328, "max_concurrency": 1.16}
+
+
+def _cards(free, total=97887, holders=()):
+    return {"gpus": [{"index": 0, "uuid": "GPU-0", "memory_total_mib": total,
+                      "memory_free_mib": free,
+                      "processes": [{"used_mib": mib, "compose_service": name} for name, mib in holders]}]}
+
+
+def _by_name(gates):
+    return {g["gate"]: g for g in gates}
+
+
+def test_before_start_passes_with_room_and_names_the_numbers():
+    gates = _by_name(_gates.before_start(SEAT, _cards(33000), 512))
+    assert gates["free_mib_before_start"]["ok"] and gates["free_mib_before_start"]["expected"] == 30512
+    # vLLM's own check: ceil(97887 MiB x 0.33) = 32,303 MiB; 33,000 MiB free passes
+    assert gates["vllm_startup_check"]["ok"]
+    assert gates["vllm_startup_check"]["expected"] == -(-97887 * 1024 ** 2 * 33 // 100)
+
+
+def test_before_start_fails_vllms_check_even_when_the_footprint_fits():
+    gates = _by_name(_gates.before_start(SEAT, _cards(31000), 512))
+    assert gates["free_mib_before_start"]["ok"]
+    check = gates["vllm_startup_check"]
+    assert not check["ok"] and "ceil(total x 0.33)" in check["detail"]
+
+
+def test_before_start_counts_what_the_recreated_seat_holds_now():
+    gates = _by_name(_gates.before_start(SEAT, _cards(10000, holders=[("voices", 25000)]), 512))
+    assert gates["free_mib_before_start"]["measured"] == 35000
+    assert "with the 25,000 MiB it holds now" in gates["free_mib_before_start"]["detail"]
+
+
+def test_before_start_on_a_gpu_the_host_does_not_have():
+    gates = _gates.before_start(dict(SEAT, gpus=["GPU-9"]), _cards(90000), 0)
+    assert gates == [_gates.gate("voices", "gpu_present", False, None, "GPU-9",
+                                 "GPU GPU-9 is not on this host (the cards: GPU-0)")]
+
+
+def test_boot_log_gates_compare_the_plan_exactly():
+    boot = {"kv_cache_memory_bytes": 6979321856, "kv_cache_memory_bytes_exact": True,
+            "reserved_kv_gib": "6.5", "kv_cache_tokens": 47328, "max_concurrency": 1.16,
+            "max_model_len": 40960, "oom_events": 0, "autotuner_oom_fallbacks": 0, "errors": []}
+    assert all(g["ok"] for g in _gates.boot_log_gates(SEAT, boot))
+    off_by_one = dict(boot, kv_cache_tokens=47327)
+    failed = _gates.failed(_gates.boot_log_gates(SEAT, off_by_one))
+    assert [g["gate"] for g in failed] == ["kv_cache_tokens"]
+    assert "47,327 tokens; the plan computed 47,328" in failed[0]["detail"]
+    oom = dict(boot, oom_events=2, errors=["torch.OutOfMemoryError: CUDA out of memory"])
+    assert "2 OOM event(s)" in _gates.summary(_gates.boot_log_gates(SEAT, oom))
+
+
+def test_models_gate_wants_every_name_with_the_planned_length():
+    ok = _gates.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 40960}]})
+    assert ok["ok"]
+    short = _gates.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 8192}]})
+    assert not short["ok"] and "voices (8192)" in short["detail"]
+    assert not _gates.models_gate(SEAT, None)["ok"]
+
+
+def test_container_gate_fails_on_restarts():
+    running = {"State": {"Running": True, "Status": "running", "ExitCode": 0}, "RestartCount": 0}
+    assert _gates.container_gate(SEAT, running)["ok"]
+    restarted = dict(running, RestartCount=1)
+    assert not _gates.container_gate(SEAT, restarted)["ok"]
+    assert not _gates.container_gate(SEAT, None)["ok"]
+
+
+def test_memory_gates_use_the_planned_spare_less_the_tolerance():
+    plan_gpus = [{"index": 0, "uuid": "GPU-0", "spare_mib": 2300, "spare_at_boot_mib": 4000}]
+    assert _gates.memory_gates(plan_gpus, _cards(3600), {"GPU-0"}, 512, 512, "boot")[0]["ok"]
+    low = _gates.memory_gates(plan_gpus, _cards(3400), {"GPU-0"}, 512, 512, "boot")[0]
+    assert not low["ok"] and low["expected"] == 3488
+    plateau = _gates.memory_gates(plan_gpus, _cards(1900), {"GPU-0"}, 512, 512, "plateau")[0]
+    assert plateau["ok"] and plateau["gate"] == "free_mib_plateau"
+    assert _gates.memory_gates(plan_gpus, _cards(9000), set(), 512, 512, "boot") == []

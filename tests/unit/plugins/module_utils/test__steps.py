@@ -1,0 +1,80 @@
+"""The boot order of a host's changes: who stops first, and one seat per GPU per wave."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._steps import (
+    StepsError,
+    rebalance_steps,
+    seat_usage_mib,
+)
+
+G0, G1, G2 = "GPU-0", "GPU-1", "GPU-2"
+
+
+def _seat(name, gpus, footprint):
+    return {"name": name, "gpus": gpus, "footprint_mib": footprint}
+
+
+def _cards(*holders):
+    """holders: (gpu uuid, compose service, MiB)"""
+    gpus = {}
+    for uuid, service, mib in holders:
+        gpus.setdefault(uuid, {"uuid": uuid, "processes": []})["processes"].append(
+            {"pid": 1, "used_mib": mib, "compose_service": service, "compose_project": service})
+    return {"gpus": list(gpus.values())}
+
+
+PLAN = {"seats": [_seat("coder", [G0], 20000), _seat("voices", [G1], 30000),
+                  _seat("gen-small", [G1], 15000), _seat("big-tp", [G1, G2], 40000),
+                  _seat("parakeet", [G0], 3840)]}
+
+
+def test_movers_and_shrinkers_stop_first_growers_do_not():
+    cards = _cards((G0, "coder", 25000),      # shrinks 25000 -> 20000 on the same GPU
+                   (G0, "voices", 20000),     # moves GPU 0 -> GPU 1 and grows
+                   (G1, "gen-small", 10000),  # grows in place
+                   (G0, "parakeet", 3840))
+    steps = rebalance_steps(PLAN, ["coder", "voices", "gen-small"],
+                            ["coder", "voices", "gen-small", "parakeet", "old-seat"], cards)
+    assert steps["leaving"] == ["old-seat"]
+    assert steps["stop_first"] == ["old-seat", "coder", "voices"]
+    assert steps["unchanged"] == ["parakeet"]
+
+
+def test_waves_hold_one_seat_per_gpu_and_tp_seats_take_every_gpu():
+    steps = rebalance_steps(PLAN, ["coder", "voices", "gen-small", "big-tp"],
+                            ["coder", "voices", "gen-small", "big-tp", "parakeet"], {})
+    waves = steps["waves"]
+    assert waves[0] == ["big-tp", "coder"], "TP first, then the biggest that fits beside it"
+    for wave in waves:
+        used = [gpu for name in wave for gpu in next(s["gpus"] for s in PLAN["seats"] if s["name"] == name)]
+        assert len(used) == len(set(used)), "two seats of one wave share a GPU: %s" % wave
+    assert sorted(name for wave in waves for name in wave) == ["big-tp", "coder", "gen-small", "voices"]
+    assert waves.index(["voices"]) < waves.index(["gen-small"]), "largest footprint first on a GPU"
+
+
+def test_a_planned_seat_that_is_not_running_boots_even_with_unchanged_files():
+    steps = rebalance_steps(PLAN, [], ["coder", "voices", "gen-small", "big-tp"], {})
+    assert steps["waves"] == [["parakeet"]] and steps["stop_first"] == []
+
+
+def test_nothing_changed_nothing_to_do():
+    running = [s["name"] for s in PLAN["seats"]]
+    assert rebalance_steps(PLAN, [], running, {}) == {
+        "stop_first": [], "waves": [], "leaving": [], "unchanged": sorted(running)}
+
+
+def test_usage_sums_a_seats_processes_per_gpu():
+    cards = _cards((G0, "coder", 100), (G0, "coder", 50), (G1, "coder", 7), (G1, "other", 9))
+    assert seat_usage_mib(cards, "coder") == {G0: 150, G1: 7}
+
+
+@pytest.mark.parametrize("plan, changed, message", [
+    ({}, [], "plan: expected a seat_plan result"),
+    (PLAN, ["nope"], "changed: nope not in the plan"),
+])
+def test_bad_input_is_named(plan, changed, message):
+    with pytest.raises(StepsError, match=message):
+        rebalance_steps(plan, changed, [], {})
