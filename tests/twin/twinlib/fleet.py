@@ -236,13 +236,12 @@ def status() -> dict:
     if not record:
         return {"up": False, "hosts": []}
     hosts = []
-    for host, spec_host in zip(_hosts(record), record["fleet"]["hosts"]):
+    for host in _hosts(record):
         daemons = {name: alive(pid) for name, pid in host.pids.items()}
         hosts.append({
             "name": host.name, "address": host.address, "daemons": daemons,
             "gpus": (host.gpu_state() or {}).get("gpus", []) if daemons.get("fakegpud") else [],
             "containers": host.containers() if daemons.get("dockerd") else [],
-            "spec_gpus": len(spec_host["gpus"]),
         })
     return {"up": True, "inventory": record["inventory"], "hosts": hosts}
 
