@@ -7,6 +7,7 @@ import json
 import subprocess
 
 from conftest import ansible_env, run_ansible, VENV_BIN, REPO_ROOT
+from support.adhoc import run_module
 
 
 def _lock(path, run_id, *extra):
@@ -47,10 +48,11 @@ def test_check_mode_takes_nothing(tmp_path):
 def test_force_takes_over_a_dead_runs_lock(tmp_path):
     path = tmp_path / "rebalance.lock"
     assert _lock(path, "run-a").returncode == 0
-    taken = _lock(path, "run-c", "force=true")
-    assert taken.returncode == 0
+    rc, taken = run_module("llmfleet.seats.rebalance_lock",
+                           {"path": str(path), "run_id": "run-c", "force": True})
+    assert rc == 0
     assert json.loads(path.read_text())["run_id"] == "run-c"
-    assert '"run_id": "run-a"' in taken.stdout, "the takeover reports whose lock it broke"
+    assert taken["held_by"]["run_id"] == "run-a", "the takeover reports whose lock it broke"
 
 
 def test_concurrent_runs_one_wins(tmp_path):
@@ -72,7 +74,9 @@ def test_journal_survives_a_takeover(tmp_path):
     assert refused.returncode != 0 and "does not hold" in refused.stdout
     assert json.loads(path.read_text())["journal"] == {"running_before": ["gen-small"]}
 
-    taken = _lock(path, "run-c", "force=true")
-    assert taken.returncode == 0
-    assert '"running_before": [' in taken.stdout, "the dead run's journal comes back to adopt"
+    rc, taken = run_module("llmfleet.seats.rebalance_lock",
+                           {"path": str(path), "run_id": "run-c", "force": True})
+    assert rc == 0
+    assert taken["held_by"]["journal"] == {"running_before": ["gen-small"]}, \
+        "the dead run's journal comes back to adopt"
     assert json.loads(path.read_text())["journal"] == {}
