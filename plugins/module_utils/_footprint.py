@@ -1,0 +1,135 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""What a seat really holds on each of its GPUs: weights + pinned KV + runtime overhead.
+
+vLLM's declared budget is not what the process needs (seed 001): the CUDA context, NCCL and
+cuBLAS handles sit outside ``--gpu-memory-utilization``; CUDA graphs, the activation peak,
+FlashInfer's 394 MiB workspace and its autotuner allocate on top of the KV cache (reference
+§5). So the overhead is measured where it can be: at the plateau, days after a boot, as the
+seat's process memory less its weights and its KV. Otherwise it is the default below, which the
+operator can override per seat (``overhead_bytes``).
+
+``--gpu-memory-utilization`` then only gates the boot: the smallest 0.01 step whose
+``ceil(total x util)`` covers the footprint plus a margin, so vLLM itself refuses to start a seat
+whose GPU has no room for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, bytes_to_mib
+
+# CUDA context + NCCL/cuBLAS (~512 MiB), CUDA graphs (~512 MiB at vLLM's default capture sizes
+# for 7-30B models), activations at max_num_batched_tokens (~768 MiB) and the FlashInfer
+# workspace (394 MiB): about 2.2 GiB, rounded up. Measured values replace it.
+DEFAULT_OVERHEAD_MIB = 2304
+# What is already held at boot, before graphs and autotuning grow it to the plateau.
+DEFAULT_BOOT_OVERHEAD_MIB = 1536
+# Below this a "measured" overhead is not believable (a context alone is about this much).
+MIN_OVERHEAD_MIB = 512
+
+
+class FootprintError(ValueError):
+    """A footprint that cannot be counted; the message names the seat and what is missing."""
+
+
+def checkpoint_bytes(model_dir):
+    """Bytes of a checkpoint's weights from its directory: the safetensors index's
+    ``metadata.total_size``, else the sum of the ``*.safetensors`` files. None if neither."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as handle:
+            try:
+                total = json.load(handle).get("metadata", {}).get("total_size")
+            except ValueError:
+                total = None
+        if isinstance(total, int) and total > 0:
+            return total
+    files = [name for name in os.listdir(model_dir) if name.endswith(".safetensors")] \
+        if os.path.isdir(model_dir) else []
+    if files:
+        return sum(os.path.getsize(os.path.join(model_dir, name)) for name in files)
+    return None
+
+
+def weights_bytes_per_gpu(seat, config_path):
+    """Declared ``weights_bytes``, else the checkpoint next to the model's config.json; per GPU."""
+    total = seat.get("weights_bytes")
+    if total is None:
+        total = checkpoint_bytes(os.path.dirname(config_path))
+    if total is None:
+        raise FootprintError(
+            "seat %s: weights_bytes: not declared, and no model.safetensors.index.json or "
+            "*.safetensors next to %s; declare the checkpoint's size (e.g. 16GiB)"
+            % (seat["name"], config_path))
+    return -(-total // seat.get("tensor_parallel_size", 1))
+
+
+def measured_overhead_mib(seat_name, plateau, weights_mib, kv_mib):
+    """Overhead per GPU seen at the plateau: the seat's process memory on each GPU less its
+    weights and KV; the largest over its GPUs. None when the snapshot does not show the seat."""
+    if not plateau:
+        return None
+    held = []
+    for gpu in plateau.get("gpus", []):
+        mib = sum(p.get("used_mib") or 0 for p in gpu.get("processes") or []
+                  if seat_name in (p.get("compose_service"), p.get("compose_project")))
+        if mib:
+            held.append(mib)
+    if not held:
+        return None
+    return max(max(held) - weights_mib - kv_mib, MIN_OVERHEAD_MIB)
+
+
+def seat_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes=None,
+                   default_overhead_mib=DEFAULT_OVERHEAD_MIB,
+                   default_boot_overhead_mib=DEFAULT_BOOT_OVERHEAD_MIB):
+    """The seat's footprint per GPU, at the plateau and at boot, with where the overhead came from.
+
+    ``plateau_kv_bytes`` is the KV budget the seat ran with when the plateau snapshot was taken
+    (its current .env); without it a measurement cannot be separated from the KV and the default
+    overhead is used.
+    """
+    if seat["engine"] == "fixed":
+        cap = bytes_to_mib(seat["memory_cap_bytes"])
+        boot = bytes_to_mib(seat["memory_boot_bytes"]) if seat.get("memory_boot_bytes") else cap
+        return {"weights_mib": None, "kv_mib": None, "overhead_mib": None,
+                "overhead_source": "fixed cap", "footprint_mib": cap, "boot_footprint_mib": boot}
+    weights_mib, kv_mib = bytes_to_mib(weights_bytes), bytes_to_mib(kv_bytes)
+    if seat.get("overhead_bytes") is not None:
+        overhead, source = bytes_to_mib(seat["overhead_bytes"]), "declared"
+    else:
+        measured = None
+        if plateau_kv_bytes is not None:
+            measured = measured_overhead_mib(seat["name"], plateau, weights_mib,
+                                             bytes_to_mib(plateau_kv_bytes))
+        if measured is not None:
+            overhead, source = measured, "measured at plateau"
+        else:
+            overhead, source = default_overhead_mib, "default"
+    boot_overhead = min(overhead, default_boot_overhead_mib)
+    return {"weights_mib": weights_mib, "kv_mib": kv_mib, "overhead_mib": overhead,
+            "overhead_source": source, "footprint_mib": weights_mib + kv_mib + overhead,
+            "boot_footprint_mib": weights_mib + kv_mib + boot_overhead}
+
+
+def boot_gate_utilization(footprint_mib, margin_mib, total_mib):
+    """The smallest 0.01 step whose ``ceil(total x util)`` (bytes, as vLLM computes it) covers
+    the footprint plus the margin."""
+    need = (footprint_mib + margin_mib) * MIB
+    total = total_mib * MIB
+    hundredths = max(1, math.ceil(need * 100 / total))
+    while math.ceil(total * (hundredths / 100)) < need:  # vLLM: ceil(total_memory * util)
+        hundredths += 1
+    if hundredths > 100:
+        raise FootprintError("a footprint of %d MiB plus %d MiB margin does not fit a %d MiB GPU"
+                             % (footprint_mib, margin_mib, total_mib))
+    return hundredths / 100

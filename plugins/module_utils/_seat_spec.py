@@ -1,0 +1,238 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The fleet as data (CONTRIBUTING.md, "The fleet as data"): check a host's GPUs and seats and
+bring them to one normal form before anything runs.
+
+Every problem is collected, not just the first, and each names the host, the seat and the field
+and says what was expected. GPU references (index or UUID) become UUIDs; sizes become bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import SizeError, to_bytes
+
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
+_COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
+                "container_name", "environment", "volumes", "command", "health_path"}
+_VLLM_KEYS = _COMMON_KEYS | {
+    "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
+    "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
+    "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
+    "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes"}
+_FIXED_KEYS = _COMMON_KEYS | {"memory_cap_bytes", "memory_boot_bytes"}
+
+
+class SeatSpecError(ValueError):
+    """The inventory does not describe a host's seats; the message lists every problem."""
+
+
+class _Checker:
+    def __init__(self, host):
+        self.host = host
+        self.errors = []
+
+    def fail(self, where, field, expected, got):
+        self.errors.append("host %s: %s: %s: expected %s, got %r" % (self.host, where, field, expected, got))
+
+    def positive_int(self, where, field, value, maximum=None):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
+                maximum is not None and value > maximum):
+            self.fail(where, field, "an integer from 1%s" % (" to %d" % maximum if maximum else " up"), value)
+            return None
+        return value
+
+    def text(self, where, field, value):
+        if not isinstance(value, str) or not value.strip():
+            self.fail(where, field, "a non-empty string", value)
+            return None
+        return value
+
+    def size(self, where, field, value):
+        try:
+            return to_bytes(value, field)
+        except SizeError as exc:
+            self.errors.append("host %s: %s: %s" % (self.host, where, exc))
+            return None
+
+    def string_list(self, where, field, value):
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            self.fail(where, field, "a list of non-empty strings", value)
+            return None
+        return list(value)
+
+
+def _gpus(check, gpus):
+    if not isinstance(gpus, list) or not gpus:
+        check.errors.append("host %s: llmfleet_gpus: expected a non-empty list of GPUs, got %r"
+                            % (check.host, gpus))
+        return []
+    out = []
+    for position, gpu in enumerate(gpus):
+        where = "llmfleet_gpus[%d]" % position
+        if not isinstance(gpu, dict):
+            check.fail(where, "entry", "a dict with index, uuid, memory_total_mib", gpu)
+            continue
+        for key in sorted(set(gpu) - _GPU_KEYS):
+            check.fail(where, key, "one of %s (unknown field)" % ", ".join(sorted(_GPU_KEYS)), gpu[key])
+        index = gpu.get("index")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            check.fail(where, "index", "an integer >= 0", index)
+        uuid = gpu.get("uuid")
+        if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
+            check.fail(where, "uuid", "a GPU UUID such as GPU-5a1c0c6e-...", uuid)
+        total = check.positive_int(where, "memory_total_mib", gpu.get("memory_total_mib"))
+        keep_clear = gpu.get("keep_clear", False)
+        if not isinstance(keep_clear, bool):
+            check.fail(where, "keep_clear", "true or false", keep_clear)
+        out.append({"index": index, "uuid": uuid, "name": gpu.get("name") or "",
+                    "memory_total_mib": total, "keep_clear": keep_clear is True})
+    for field in ("index", "uuid"):
+        values = [gpu[field] for gpu in out]
+        for value in sorted({v for v in values if values.count(v) > 1}, key=str):
+            check.fail("llmfleet_gpus", field, "unique values", value)
+    return out
+
+
+def _gpu_refs(check, where, field, value, gpus, count=None):
+    """Index or UUID (or a list of them) -> a list of UUIDs."""
+    if value is None:
+        return None
+    refs = value if isinstance(value, list) else [value]
+    by_index = {gpu["index"]: gpu["uuid"] for gpu in gpus}
+    by_uuid = {gpu["uuid"] for gpu in gpus}
+    uuids = []
+    for ref in refs:
+        if isinstance(ref, int) and not isinstance(ref, bool) and ref in by_index:
+            uuids.append(by_index[ref])
+        elif isinstance(ref, str) and ref in by_uuid:
+            uuids.append(ref)
+        else:
+            check.fail(where, field, "a GPU index (%s) or UUID of this host"
+                       % ", ".join(str(i) for i in sorted(by_index)), ref)
+            return None
+    if len(set(uuids)) != len(uuids):
+        check.fail(where, field, "distinct GPUs", value)
+        return None
+    if count is not None and len(uuids) != count:
+        check.fail(where, field, "%d GPU(s), one per tensor-parallel rank" % count, value)
+        return None
+    return uuids
+
+
+def _seat(check, position, raw, gpus, defaults):
+    if not isinstance(raw, dict):
+        check.fail("llmfleet_seats[%d]" % position, "entry", "a dict describing a seat", raw)
+        return None
+    name = raw.get("name")
+    where = "seat %s" % name if isinstance(name, str) else "llmfleet_seats[%d]" % position
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        check.fail(where, "name", "lowercase letters, digits, '-' or '_' (it names the compose project)", name)
+    engine = raw.get("engine")
+    if engine not in ("vllm", "fixed"):
+        check.fail(where, "engine", "'vllm' or 'fixed'", engine)
+        return None
+    allowed = _VLLM_KEYS if engine == "vllm" else _FIXED_KEYS
+    for key in sorted(set(raw) - allowed):
+        check.fail(where, key, "a known field for a %s seat (typo?)" % engine, raw[key])
+
+    tp = 1
+    if engine == "vllm":
+        tp = check.positive_int(where, "tensor_parallel_size", raw.get("tensor_parallel_size", 1)) or 1
+    seat = {
+        "name": name, "engine": engine,
+        "image": check.text(where, "image", raw.get("image")),
+        "port": check.positive_int(where, "port", raw.get("port"), 65535),
+        "gpu": _gpu_refs(check, where, "gpu", raw.get("gpu"), gpus, tp),
+        "avoid_gpus": _gpu_refs(check, where, "avoid_gpus", raw.get("avoid_gpus"), gpus) or [],
+        "current_gpu": _gpu_refs(check, where, "current_gpu", raw.get("current_gpu"), gpus, tp),
+        "gpu_count": tp,
+        "container_name": raw.get("container_name") or ("vllm-%s" % name if engine == "vllm" else name),
+        "environment": raw.get("environment") or {},
+        "volumes": raw.get("volumes") or [],
+        "command": raw.get("command") or [],
+        "health_path": raw.get("health_path", "/health"),
+    }
+    if not isinstance(seat["environment"], dict):
+        check.fail(where, "environment", "a dict of variable: value", seat["environment"])
+    for field in ("volumes", "command"):
+        if seat[field]:
+            check.string_list(where, field, seat[field])
+    if engine == "fixed":
+        cap = raw.get("memory_cap_bytes")
+        if cap is None:
+            check.fail(where, "memory_cap_bytes", "the tenant's fixed memory cap, e.g. 3840MiB", cap)
+        else:
+            seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap)
+        seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"]) \
+            if "memory_boot_bytes" in raw else None
+        return seat
+
+    seat["model"] = check.text(where, "model", raw.get("model"))
+    seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
+    length = raw.get("max_model_len")
+    if length != "published":
+        length = check.positive_int(where, "max_model_len", length)
+    seat["max_model_len"] = length
+    if "kv_cache_memory_bytes" in raw and "kv_factor" in raw:
+        check.fail(where, "kv_cache_memory_bytes", "either a pinned budget or kv_factor, not both",
+                   raw["kv_cache_memory_bytes"])
+    seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"]) \
+        if "kv_cache_memory_bytes" in raw else None
+    factor = raw.get("kv_factor", defaults["kv_factor"])
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        check.fail(where, "kv_factor", "a positive number", factor)
+    seat["kv_factor"] = factor
+    seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
+                       else "exception" if "kv_factor" in raw else "rule")
+    dtype = raw.get("kv_cache_dtype", "auto")
+    if dtype not in KV_CACHE_DTYPES:
+        check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
+    seat["kv_cache_dtype"] = dtype
+    seat["tensor_parallel_size"] = tp
+    served = raw.get("served_model_names", [name])
+    seat["served_model_names"] = check.string_list(where, "served_model_names", served) or [name]
+    for field in ("tool_call_parser", "reasoning_parser"):
+        seat[field] = check.text(where, field, raw[field]) if raw.get(field) is not None else None
+    kwargs = raw.get("default_chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        check.fail(where, "default_chat_template_kwargs", "a dict, e.g. {enable_thinking: false}", kwargs)
+    seat["default_chat_template_kwargs"] = kwargs
+    for field in ("max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        seat[field] = check.positive_int(where, field, raw[field]) if raw.get(field) is not None else None
+    seat["extra_args"] = check.string_list(where, "extra_args", raw["extra_args"]) \
+        if raw.get("extra_args") else []
+    for field in ("weights_bytes", "overhead_bytes"):
+        seat[field] = check.size(where, field, raw[field]) if raw.get(field) is not None else None
+    return seat
+
+
+def normalize_host(host, gpus, seats, kv_factor=1.25):
+    """``{"gpus": [...], "seats": [...]}`` in normal form, or SeatSpecError listing every problem."""
+    check = _Checker(host)
+    norm_gpus = _gpus(check, gpus)
+    if not isinstance(seats, list):
+        check.errors.append("host %s: llmfleet_seats: expected a list of seats, got %r" % (host, seats))
+        seats = []
+    norm_seats = [s for s in (_seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor})
+                              for i, raw in enumerate(seats)) if s is not None]
+    for field in ("name", "port", "container_name"):
+        values = [s[field] for s in norm_seats if s[field] is not None]
+        for value in sorted({v for v in values if values.count(v) > 1}, key=str):
+            check.fail("llmfleet_seats", field, "a different %s per seat" % field, value)
+    clear = {gpu["uuid"] for gpu in norm_gpus if gpu["keep_clear"]}
+    for seat in norm_seats:
+        if seat["gpu"] and set(seat["gpu"]) & clear:
+            check.fail("seat %s" % seat["name"], "gpu", "a GPU that is not kept clear", seat["gpu"])
+    if check.errors:
+        raise SeatSpecError("%d problem(s) in the inventory:\n- %s"
+                            % (len(check.errors), "\n- ".join(check.errors)))
+    return {"gpus": norm_gpus, "seats": norm_seats}

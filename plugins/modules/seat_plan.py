@@ -1,0 +1,161 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: seat_plan
+short_description: Plan a GPU host's seats - KV in bytes, footprints, provably best placement
+version_added: 0.1.0
+description:
+  - Checks the host's GPUs and seats (the inventory schema of the collection) and names every
+    problem at once, before anything runs.
+  - Sizes every vLLM seat's KV cache in bytes exactly as vLLM 0.33 does (a pinned budget, or the
+    smallest budget that gives the seat's C(kv_factor) times its C(max_model_len), rounded up to
+    O(kv_round_to)), and refuses a budget vLLM would not boot with, in vLLM's words.
+  - Counts each seat's footprint per GPU, weights + KV + runtime overhead; the overhead is
+    measured from O(plateau) (the seat's process memory less weights and the KV it ran with,
+    O(plateau_kv)) where it can be, else the seat's C(overhead_bytes), else a default.
+  - Places the seats with M(llmfleet.seats.seat_placement)'s exact search (the largest worst
+    spare at plateau, then the fewest moves), on the capacity the cards leave for them (memory
+    nobody in the plan holds counts against it), and picks each seat's boot-gate
+    C(--gpu-memory-utilization).
+  - Runs on the controller (model configs live in the inventory) and changes nothing.
+author:
+  - llmfleet.seats contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.pure
+options:
+  host:
+    description: The host's name, used in messages and the plan.
+    type: str
+    required: true
+  gpus:
+    description: The host's GPUs, C(llmfleet_gpus) (index, uuid, name, memory_total_mib, keep_clear).
+    type: list
+    elements: dict
+    required: true
+  seats:
+    description: The host's seats, C(llmfleet_seats).
+    type: list
+    elements: dict
+    required: true
+  inventory_dir:
+    description: Directory that relative C(model_config) paths are relative to.
+    type: path
+  cards:
+    description: A M(llmfleet.seats.gpu_info) result read now; its UUIDs must be the inventory's.
+    type: dict
+  plateau:
+    description: A M(llmfleet.seats.gpu_info) snapshot recorded at the plateau.
+    type: dict
+  plateau_kv:
+    description:
+      - Seat name to the KV bytes it ran with when O(plateau) was recorded (sizes such as
+        C(22GiB) work). Without it, or O(plateau_kv_planned), a seat's overhead cannot be told
+        apart from its KV and the default is used.
+    type: dict
+  plateau_kv_planned:
+    description: O(plateau) was recorded with the KV budgets this plan computes (no budget changes).
+    type: bool
+    default: false
+  kv_factor:
+    description: The sizing rule's factor for seats without their own.
+    type: float
+    default: 1.25
+  kv_round_to:
+    description: The sizing rule's rounding.
+    type: str
+    default: 0.5GiB
+  gpu_profile:
+    description: The card whose vLLM defaults apply (see M(llmfleet.seats.kv_budget)'s C(gpu)).
+    type: str
+    default: h100
+  min_spare_mib:
+    description: Refuse a placement whose worst spare at plateau is below this.
+    type: int
+    default: 0
+  boot_margin_mib:
+    description: Margin above the footprint for the boot-gate utilization.
+    type: int
+    default: 512
+  default_overhead_mib:
+    description: Runtime overhead per GPU of a vLLM seat when nothing better is known.
+    type: int
+    default: 2304
+"""
+
+EXAMPLES = r"""
+- name: Plan fv-ml1 against its recorded plateau
+  llmfleet.seats.seat_plan:
+    host: "{{ inventory_hostname }}"
+    gpus: "{{ llmfleet_gpus }}"
+    seats: "{{ llmfleet_seats }}"
+    inventory_dir: "{{ inventory_dir }}"
+    plateau: "{{ lookup('ansible.builtin.file', inventory_dir ~ '/snapshots/plateau-20261007.json') | from_json }}"
+    gpu_profile: rtx-pro-6000
+  delegate_to: localhost
+  register: plan
+"""
+
+RETURN = r"""
+plan:
+  description:
+    - C(gpus) (per GPU C(total_mib), C(background_mib) (memory not held by the plan's seats),
+      C(capacity_mib), C(seats), C(footprint_mib), C(spare_mib) at plateau,
+      C(spare_at_boot_mib)), C(seats) (per seat its GPUs, KV bytes, tokens, concurrency, the KV
+      rule, weights/KV/overhead and footprint MiB, the boot-gate utilization, whether it moves,
+      and C(deploy), the input of M(llmfleet.seats.seat_files)), C(worst_spare_mib), C(moves),
+      C(optimal) and C(warnings).
+  returned: success
+  type: dict
+markdown:
+  description: The plan as Markdown tables.
+  returned: success
+  type: str
+svg:
+  description: A stacked bar per GPU (memory not ours, each seat, the spare).
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan import PlanError, build_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._seat_spec import SeatSpecError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "host": {"type": "str", "required": True},
+            "gpus": {"type": "list", "elements": "dict", "required": True},
+            "seats": {"type": "list", "elements": "dict", "required": True},
+            "inventory_dir": {"type": "path"},
+            "cards": {"type": "dict"},
+            "plateau": {"type": "dict"},
+            "plateau_kv": {"type": "dict"},
+            "plateau_kv_planned": {"type": "bool", "default": False},
+            "kv_factor": {"type": "float", "default": 1.25},
+            "kv_round_to": {"type": "str", "default": "0.5GiB"},
+            "gpu_profile": {"type": "str", "default": "h100"},
+            "min_spare_mib": {"type": "int", "default": 0},
+            "boot_margin_mib": {"type": "int", "default": 512},
+            "default_overhead_mib": {"type": "int", "default": 2304},
+        },
+        supports_check_mode=True,
+    )
+    params = dict(module.params)
+    try:
+        plan = build_plan(**params)
+    except (PlanError, SeatSpecError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, plan=plan, markdown=plan_markdown(plan), svg=plan_svg(plan))
+
+
+if __name__ == "__main__":
+    main()
