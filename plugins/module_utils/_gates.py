@@ -135,23 +135,23 @@ def runtime_probe_gate(seat, prompt_tokens, status, detail):
 
 
 def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
-    """Free memory on each GPU touched now: at least the margin, and at least the plan's spare
-    (at boot, or at plateau for ``phase="plateau"``) less the tolerance."""
+    """Free memory on each GPU touched now: at least the margin, and at least the plan's spare at
+    plateau less the tolerance. Right after a boot there must already be that much (seats only
+    grow towards the plateau); a GPU below it means a footprint was under-counted (seed 001)."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
-    key = "spare_mib" if phase == "plateau" else "spare_at_boot_mib"
     for planned in plan_gpus:
         if planned["uuid"] not in gpu_uuids:
             continue
         card = by_uuid.get(planned["uuid"])
         free = card["memory_free_mib"] if card else None
-        floor = max(margin_mib, planned[key] - tolerance_mib)
+        floor = max(margin_mib, planned["spare_mib"] - tolerance_mib)
         gates.append(gate(
             "GPU %d" % planned["index"], "free_mib_%s" % phase, free is not None and free >= floor,
-            free, floor, "GPU %d has %s MiB free %s; the plan predicts %s MiB spare (%s tolerance %s, "
-            "margin %s)" % (planned["index"], _num(free), "at plateau" if phase == "plateau"
-                            else "after boot", _num(planned[key]), "less", _num(tolerance_mib),
-                            _num(margin_mib))))
+            free, floor, "GPU %d has %s MiB free %s; the plan's spare at plateau is %s MiB (less "
+            "tolerance %s, at least the margin %s)"
+            % (planned["index"], _num(free), "at plateau" if phase == "plateau" else "after boot",
+               _num(planned["spare_mib"]), _num(tolerance_mib), _num(margin_mib))))
     return gates
 
 

@@ -104,7 +104,9 @@ def _deploy(seat, gpus, kv, util):
     deploy = {key: seat[key] for key in ("name", "engine", "image", "port", "container_name",
                                           "environment", "volumes", "command", "health_path")}
     deploy["gpu_uuids"] = gpus
-    if seat["engine"] == "vllm":
+    if seat["engine"] == "fixed":
+        deploy["container_port"] = seat["container_port"]
+    else:
         deploy.update({key: seat[key] for key in (
             "model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
             "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",

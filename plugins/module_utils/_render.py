@@ -113,9 +113,10 @@ def render_env(seat, host=None):
 def vllm_command(seat):
     """The ``vllm serve`` arguments after the entrypoint; Refs point into the ``.env``."""
     seat = _validated(seat)
-    args = [Ref("SEAT_MODEL"), "--port", Ref("SEAT_PORT")]
-    for served in seat.get("served_model_names") or [seat["name"]]:
-        args += ["--served-model-name", served]
+    # One flag with every name: vLLM's --served-model-name takes nargs="+", and a repeated flag
+    # keeps only its last occurrence.
+    args = [Ref("SEAT_MODEL"), "--port", Ref("SEAT_PORT"), "--served-model-name"]
+    args += list(seat.get("served_model_names") or [seat["name"]])
     args += [
         "--max-model-len", Ref("SEAT_MAX_MODEL_LEN"),
         # The registered flag; vLLM's own log suggests --kv-cache-memory, which only works as an
@@ -162,16 +163,19 @@ def seat_compose(seat):
         # A worker fault makes vLLM's API server exit 0, so on-failure never fires (seed 003).
         "restart": "always",
         "labels": {MANAGED_LABEL: name},
-        "ports": [_Joined([port, ":", port])],
     }
     if seat["engine"] == "vllm":
+        service["ports"] = [_Joined([port, ":", port])]
         service["ipc"] = "host"
         service["command"] = vllm_command(seat)
         health_port = port
     else:
+        # A fixed tenant's image listens where it was built to; the host port is the seat's.
+        inside = str(seat.get("container_port") or seat["port"])
+        service["ports"] = [_Joined([port, ":" + inside])]
         if seat.get("command"):
             service["command"] = list(seat["command"])
-        health_port = port
+        health_port = inside
     environment = dict(seat.get("environment") or {})
     if environment:
         service["environment"] = {str(k): str(v) for k, v in sorted(environment.items())}

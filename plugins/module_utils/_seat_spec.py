@@ -28,7 +28,7 @@ _VLLM_KEYS = _COMMON_KEYS | {
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
     "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes"}
-_FIXED_KEYS = _COMMON_KEYS | {"memory_cap_bytes", "memory_boot_bytes"}
+_FIXED_KEYS = _COMMON_KEYS | {"memory_cap_bytes", "memory_boot_bytes", "container_port"}
 
 
 class SeatSpecError(ValueError):
@@ -174,6 +174,9 @@ def _seat(check, position, raw, gpus, defaults):
             seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap)
         seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"]) \
             if "memory_boot_bytes" in raw else None
+        # The port the tenant's image listens on inside the container (vLLM's is --port).
+        seat["container_port"] = check.positive_int(
+            where, "container_port", raw.get("container_port", seat["port"]), 65535)
         return seat
 
     seat["model"] = check.text(where, "model", raw.get("model"))

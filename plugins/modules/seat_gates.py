@@ -193,7 +193,8 @@ class Host:
         return "http://%s:%d%s" % (self.params["address"], seat["port"], path)
 
     def wait_healthy(self, seat):
-        """Poll /health until 200, the timeout, or the container stops running."""
+        """Poll /health until 200, the timeout, or the container stops or restarts: with
+        ``restart: always`` a seat that dies at boot comes back, and would die again."""
         timeout, interval = self.params["health_timeout"], self.params["health_interval"]
         started = time.time()
         status = None
@@ -202,8 +203,9 @@ class Host:
             waited = time.time() - started
             if status == 200 or waited >= timeout:
                 return status, waited
-            state = (self.inspect(seat["container"]) or {}).get("State", {})
-            if not state.get("Running") and not state.get("Restarting"):
+            inspect = self.inspect(seat["container"]) or {}
+            state = inspect.get("State", {})
+            if not state.get("Running") or state.get("Restarting") or inspect.get("RestartCount"):
                 return status, waited
             time.sleep(min(interval, max(timeout - waited, 0.1)))
 

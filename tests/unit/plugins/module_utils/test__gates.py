@@ -77,11 +77,14 @@ def test_container_gate_fails_on_restarts():
     assert not _gates.container_gate(SEAT, None)["ok"]
 
 
-def test_memory_gates_use_the_planned_spare_less_the_tolerance():
+def test_memory_gates_want_the_planned_spare_less_the_tolerance():
     plan_gpus = [{"index": 0, "uuid": "GPU-0", "spare_mib": 2300, "spare_at_boot_mib": 4000}]
-    assert _gates.memory_gates(plan_gpus, _cards(3600), {"GPU-0"}, 512, 512, "boot")[0]["ok"]
-    low = _gates.memory_gates(plan_gpus, _cards(3400), {"GPU-0"}, 512, 512, "boot")[0]
-    assert not low["ok"] and low["expected"] == 3488
+    assert _gates.memory_gates(plan_gpus, _cards(1800), {"GPU-0"}, 512, 512, "boot")[0]["ok"]
+    low = _gates.memory_gates(plan_gpus, _cards(1700), {"GPU-0"}, 512, 512, "boot")[0]
+    assert not low["ok"] and low["expected"] == 1788 and "after boot" in low["detail"]
     plateau = _gates.memory_gates(plan_gpus, _cards(1900), {"GPU-0"}, 512, 512, "plateau")[0]
     assert plateau["ok"] and plateau["gate"] == "free_mib_plateau"
+    tight = [{"index": 0, "uuid": "GPU-0", "spare_mib": 600, "spare_at_boot_mib": 900}]
+    assert not _gates.memory_gates(tight, _cards(400), {"GPU-0"}, 512, 512, "boot")[0]["ok"], \
+        "never below the margin, whatever the plan says"
     assert _gates.memory_gates(plan_gpus, _cards(9000), set(), 512, 512, "boot") == []
