@@ -358,7 +358,7 @@ class _Packer:
             room = self.r[b]
             # the fewest seats to take off an over-full current GPU: largest first
             for j in js:
-                for _ in range(rem[j]):
+                for _seat in range(rem[j]):
                     if total <= room:
                         break
                     total -= g.size[j]
@@ -513,8 +513,7 @@ class _Packer:
                                          -sum(sizes[j] * c for j, c in item[0])))
         else:
             batch.sort(key=lambda item: (item[1], -sum(sizes[j] * c for j, c in item[0])))
-        for item in batch:
-            yield item
+        yield from batch
         for item in fillings:
             self.solver.tick()
             yield item
@@ -564,7 +563,7 @@ class _Packer:
                     want[gpu] -= 1
             pool = [name for name in g.members[j] if name not in placed]
             for gpu in sorted(want):
-                for _ in range(want[gpu]):
+                for _slot in range(want[gpu]):
                     where[pool.pop(0)] = [gpu]
         return where
 
@@ -610,13 +609,13 @@ class _Packer:
             suffix[i] = suffix[i + 1] + avail[i] * size[i]
             min_forced[i] = min(min_forced[i + 1], size[i]) if forced[i] else min_forced[i + 1]
             bits = reach[i + 1]
-            for _ in range(avail[i]):
+            for _copy in range(avail[i]):
                 bits |= bits << size[i]
             reach[i] = bits & mask
 
-        def can_reach(i, total, bar):
-            """Can groups i.. bring ``total`` to at least ``bar`` without passing room?"""
-            return total + (reach[i] & ((2 << (room - total)) - 1)).bit_length() - 1 >= bar
+        def can_reach(i, total, floor):
+            """Can groups i.. bring ``total`` to at least ``floor`` without passing room?"""
+            return total + (reach[i] & ((2 << (room - total)) - 1)).bit_length() - 1 >= floor
 
         # Swap dominance (Martello and Toth), FEASIBLE only: a filling where one seat, or two,
         # could be exchanged for one left-out seat at least as large that still fits is never
@@ -627,7 +626,7 @@ class _Packer:
         piece = g.piece
         avail_of = dict(zip(cands, avail))
         by_size = sorted((sizes[j], j) for j in cands)
-        size_keys = [size_j for size_j, _ in by_size]
+        size_keys = [size_j for size_j, _group in by_size]
         chosen = []
 
         def swap_in(low, high, allowed_mask, taken):
@@ -643,7 +642,7 @@ class _Packer:
 
         def dominated(leftover):
             taken = dict(chosen)
-            inside = [j for j, _ in chosen if not piece[j]]
+            inside = [j for j, _count in chosen if not piece[j]]
             for a, y1 in enumerate(inside):
                 if swap_in(sizes[y1] + 1, sizes[y1] + leftover, allowed_of[y1], taken):
                     return True
@@ -669,15 +668,15 @@ class _Packer:
                 most = min(avail[k], rho // sk) if sk else avail[k]
                 for c in range(most, 0, -1):
                     after = total + c * sk
-                    bar = need
+                    floor = need
                     if c < avail[k] and forced[k]:
-                        bar = max(bar, room - sk + 1)
-                    if after + suffix[k + 1] < bar:
+                        floor = max(floor, room - sk + 1)
+                    if after + suffix[k + 1] < floor:
                         break  # fewer copies only fall further short
-                    if not can_reach(k + 1, after, bar):
+                    if not can_reach(k + 1, after, floor):
                         continue
                     chosen.append((cands[k], c))
-                    yield from walk(k + 1, after, cost + c * cost_of[k], bar)
+                    yield from walk(k + 1, after, cost + c * cost_of[k], floor)
                     chosen.pop()
                 if forced[k]:
                     # leaving all of group k out: what is left at the end must be below its size
@@ -806,8 +805,8 @@ class _Solver:
         for seat in self.loose:
             rooms = sorted(((self.base[pos], pos) for pos in usable if seat.allowed >> pos & 1),
                            reverse=True)
-            room, _ = rooms[seat.count - 1]
-            consider(room - seat.need, [pos for _, pos in rooms[:seat.count]])
+            room = rooms[seat.count - 1][0]
+            consider(room - seat.need, [pos for _room, pos in rooms[:seat.count]])
         # Hall-type fluid bound: the seats confined to a set of GPUs must fit in it
         if len(usable) <= 12:
             subsets = (c for k in range(1, len(usable) + 1) for c in itertools.combinations(usable, k))
@@ -829,7 +828,7 @@ class _Solver:
         for seat in self.multis + sorted(self.singles, key=lambda s: (-s.need, s.name)):
             rooms = sorted((self.base[pos] - load[pos], -pos) for pos in p.usable
                            if seat.allowed >> pos & 1)
-            chosen = sorted(-neg for _, neg in rooms[-seat.count:])
+            chosen = sorted(-neg for _room, neg in rooms[-seat.count:])
             for pos in chosen:
                 load[pos] += seat.need
             where[seat.name] = chosen
@@ -1082,7 +1081,7 @@ def _keep_current(problem, solver, worst):
     for seat in sorted(later, key=lambda s: (-s.count, -s.need, s.name)):
         rooms = sorted((solver.base[pos] - load[pos], -pos) for pos in problem.usable
                        if seat.allowed >> pos & 1)
-        chosen = sorted(-neg for _, neg in rooms[-seat.count:])
+        chosen = sorted(-neg for _room, neg in rooms[-seat.count:])
         for pos in chosen:
             load[pos] += seat.need
         where[seat.name] = chosen
@@ -1113,13 +1112,13 @@ def _refuse_impossible(problem, solver, upper, binding, min_spare_mib):
         if room - seat.need < min_spare_mib:
             where = ("the roomiest GPU it may use, %s, has" % ids[pos] if seat.count == 1 else
                      "its %d roomiest GPUs (%s) have at most" % (
-                         seat.count, ", ".join(ids[q] for _, q in rooms[:seat.count])))
+                         seat.count, ", ".join(ids[q] for _room, q in rooms[:seat.count])))
             raise PlacementInfeasible(
                 "seat %s needs %d MiB per GPU plus min_spare_mib %d; %s %d MiB after pinned "
                 "seats: short by %d MiB"
                 % (seat.name, seat.need, min_spare_mib, where, room,
                    min_spare_mib - (room - seat.need)),
-                [ids[q] for _, q in rooms[:seat.count]], min_spare_mib - (room - seat.need),
+                [ids[q] for _room, q in rooms[:seat.count]], min_spare_mib - (room - seat.need),
                 [seat.name])
     mask = sum(1 << pos for pos in binding)
     confined = [s for s in problem.seats if s.allowed & ~mask == 0]

@@ -150,7 +150,7 @@ def random_instance(rng):
 
 def test_matches_exhaustive_search_on_seeded_random_instances(move_search):
     rng = random.Random(31)
-    for _ in range(1200):
+    for _instance in range(1200):
         gpus, seats = random_instance(rng)
         result = place(gpus, seats, min_spare_mib=-10 ** 6)
         check_result(gpus, seats, result)
@@ -163,7 +163,7 @@ def test_matches_exhaustive_search_on_seeded_random_instances(move_search):
 @given(instances(), st.integers(-20, 80))
 def test_refuses_exactly_when_min_spare_cannot_be_kept(instance, min_spare):
     gpus, seats = instance
-    worst, _ = exhaustive(gpus, seats)
+    worst = exhaustive(gpus, seats)[0]
     if worst >= min_spare:
         assert place(gpus, seats, min_spare_mib=min_spare)["worst_spare_mib"] == worst
         return
@@ -198,7 +198,7 @@ def perfect_packing(seed, capacities, spare):
     (9, [RTX] * 8, 12345),
 ])
 def test_large_constructed_instances_reach_and_prove_the_known_optimum(seed, capacities, spare):
-    gpus, seats, _ = perfect_packing(seed, capacities, spare)
+    gpus, seats, _origin = perfect_packing(seed, capacities, spare)
     assert 24 <= len(seats) <= 40
     result = place(gpus, seats)
     check_result(gpus, seats, result)
@@ -270,8 +270,8 @@ def test_multi_gpu_seat_takes_distinct_gpus_and_keeps_its_rank_order():
 def test_hungarian_assignment_is_a_maximum():
     rng = random.Random(7)
     for size in range(1, 6):
-        for _ in range(30):
-            weights = [[rng.randint(0, 5) for _ in range(size)] for _ in range(size)]
+        for _trial in range(30):
+            weights = [[rng.randint(0, 5) for _col in range(size)] for _row in range(size)]
             chosen = _placement._max_weight_assignment(weights)
             assert sorted(chosen) == list(range(size))
             best = max(sum(weights[r][c] for r, c in enumerate(perm))
@@ -280,14 +280,14 @@ def test_hungarian_assignment_is_a_maximum():
 
 
 def test_a_spent_node_budget_says_so_and_still_returns_a_valid_assignment():
-    gpus, seats, _ = perfect_packing(3, [H200] * 8, 5000)
+    gpus, seats, _origin = perfect_packing(3, [H200] * 8, 5000)
     result = place(gpus, seats, node_limit=50)
     check_result(gpus, seats, result)
     assert result["optimal"] is False and result["worst_spare_mib"] <= 5000
 
 
 def test_a_spent_budget_before_min_spare_is_reached_is_an_error_not_a_guess():
-    gpus, seats, _ = perfect_packing(3, [H200] * 8, 5000)
+    gpus, seats, _origin = perfect_packing(3, [H200] * 8, 5000)
     with pytest.raises(PlacementInfeasible, match="spent its node budget"):
         place(gpus, seats, min_spare_mib=5000, node_limit=50)
 
