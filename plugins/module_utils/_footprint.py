@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import struct
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, bytes_to_mib
 
@@ -41,9 +42,29 @@ class FootprintError(ValueError):
     """A footprint that cannot be counted; the message names the seat and what is missing."""
 
 
+def safetensors_tensor_bytes(path):
+    """Bytes of the tensors in one ``.safetensors`` file, from its header alone: an 8-byte
+    little-endian header length, then a JSON map of tensor name to ``data_offsets``."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        length = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else None
+        if length is None or length > size - 8:
+            raise FootprintError("%s: not a safetensors file (a git-lfs pointer or a partial "
+                                 "download?); declare the seat's weights_bytes" % path)
+        try:
+            header = json.loads(handle.read(length).decode("utf-8"))
+            return sum(entry["data_offsets"][1] - entry["data_offsets"][0]
+                       for name, entry in header.items() if name != "__metadata__")
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            raise FootprintError("%s: the safetensors header cannot be read; declare the "
+                                 "seat's weights_bytes" % path) from None
+
+
 def checkpoint_bytes(model_dir):
     """Bytes of a checkpoint's weights from its directory: the safetensors index's
-    ``metadata.total_size``, else the sum of the ``*.safetensors`` files. None if neither."""
+    ``metadata.total_size``, else the tensors listed in the ``*.safetensors`` headers. None if
+    neither is there."""
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.isfile(index):
         with open(index) as handle:
@@ -53,10 +74,10 @@ def checkpoint_bytes(model_dir):
                 total = None
         if isinstance(total, int) and total > 0:
             return total
-    files = [name for name in os.listdir(model_dir) if name.endswith(".safetensors")] \
+    files = sorted(name for name in os.listdir(model_dir) if name.endswith(".safetensors")) \
         if os.path.isdir(model_dir) else []
     if files:
-        return sum(os.path.getsize(os.path.join(model_dir, name)) for name in files)
+        return sum(safetensors_tensor_bytes(os.path.join(model_dir, name)) for name in files)
     return None
 
 
@@ -64,7 +85,10 @@ def weights_bytes_per_gpu(seat, config_path):
     """Declared ``weights_bytes``, else the checkpoint next to the model's config.json; per GPU."""
     total = seat.get("weights_bytes")
     if total is None:
-        total = checkpoint_bytes(os.path.dirname(config_path))
+        try:
+            total = checkpoint_bytes(os.path.dirname(config_path))
+        except FootprintError as exc:
+            raise FootprintError("seat %s: weights_bytes: %s" % (seat["name"], exc)) from None
     if total is None:
         raise FootprintError(
             "seat %s: weights_bytes: not declared, and no model.safetensors.index.json or "

@@ -1,0 +1,121 @@
+"""_seat_spec: the fv-ml1 inventory in normal form (GPU references as UUIDs, sizes in bytes,
+the KV rule and its exceptions), and bad input reported all at once, each problem naming the
+host, the seat and the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._seat_spec import (
+    SeatSpecError,
+    normalize_host,
+)
+
+FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[4] / "inventories" / "fv-ml1" /
+                         "host_vars" / "fv-ml1.yml").read_text())
+UUID = {gpu["index"]: gpu["uuid"] for gpu in FV_ML1["llmfleet_gpus"]}
+GIB, MIB = 1024 ** 3, 1024 ** 2
+
+
+def spec_of(seats, gpus=None):
+    return normalize_host("fv-ml1", gpus or FV_ML1["llmfleet_gpus"], seats,
+                          FV_ML1["llmfleet_kv_factor"])
+
+
+def problems(seats, gpus=None):
+    with pytest.raises(SeatSpecError) as refused:
+        spec_of(seats, gpus)
+    return str(refused.value)
+
+
+def vllm_seat(**fields):
+    seat = {"name": "gen-small", "engine": "vllm", "model": "Qwen/Qwen3.5-2B",
+            "model_config": "models/qwen3.5-2b/config.json", "max_model_len": 262144,
+            "image": "vllm/vllm-openai:v0.33.0", "port": 8011}
+    seat.update(fields)
+    return seat
+
+
+def test_the_fv_ml1_inventory_in_normal_form():
+    spec = spec_of(FV_ML1["llmfleet_seats"])
+    seats = {seat["name"]: seat for seat in spec["seats"]}
+    assert [gpu["keep_clear"] for gpu in spec["gpus"]] == [False, False, False, True]
+    # seed 000's exceptions: meromero and gen-small keep Prime's pins, voices gets 1.07x
+    assert seats["meromero-rp"]["kv_cache_memory_bytes"] == 22 * GIB
+    assert seats["gen-small"]["kv_cache_memory_bytes"] == int(5.5 * GIB)
+    assert (seats["voices"]["kv_rule"], seats["voices"]["kv_factor"]) == ("exception", 1.07)
+    assert (seats["coder"]["kv_rule"], seats["coder"]["kv_factor"]) == ("rule", 1.25)
+    assert seats["parakeet-nemo"]["memory_cap_bytes"] == 3840 * MIB
+    assert seats["parakeet-nemo"]["gpu"] == [UUID[0]]  # "leave parakeet on GPU 0", by UUID
+    # the 2026-10-05 2249 layout, indices turned into UUIDs
+    assert seats["gen-small"]["current_gpu"] == [UUID[1]]
+    assert seats["cyberprev"]["current_gpu"] == [UUID[0]]
+    for seat in spec["seats"]:
+        assert all(ref.startswith("GPU-") for ref in (seat["gpu"] or []) + (seat["current_gpu"] or []))
+
+
+def test_references_by_index_or_uuid_agree_and_tp_seats_take_n_gpus():
+    by_index = spec_of([vllm_seat(gpu=[1, 2], current_gpu=[2, 1], avoid_gpus=[0],
+                                  tensor_parallel_size=2)])["seats"][0]
+    by_uuid = spec_of([vllm_seat(gpu=[UUID[1], UUID[2]], current_gpu=[UUID[2], UUID[1]],
+                                 avoid_gpus=[UUID[0]], tensor_parallel_size=2)])["seats"][0]
+    assert by_index == by_uuid
+    assert by_index["gpu"] == [UUID[1], UUID[2]] and by_index["gpu_count"] == 2
+    assert by_index["avoid_gpus"] == [UUID[0]]
+
+
+def test_defaults_are_filled_in():
+    seat = spec_of([vllm_seat()])["seats"][0]
+    assert seat["kv_cache_dtype"] == "auto" and seat["tensor_parallel_size"] == 1
+    assert seat["served_model_names"] == ["gen-small"] and seat["extra_args"] == []
+    assert seat["kv_rule"] == "rule" and seat["kv_factor"] == 1.25
+    assert seat["gpu"] is None and seat["current_gpu"] is None
+
+
+def test_every_problem_is_reported_at_once_with_host_seat_and_field():
+    message = problems([
+        vllm_seat(name="Gen", max_model_len=-3, port=70000, gpu=7, avoid_gpu=[1]),
+        vllm_seat(name="both", port=8012, kv_cache_memory_bytes="8.5G", kv_factor=1.1),
+        {"name": "asr", "engine": "fixed", "image": "i", "port": 8090, "gpu": 3},
+        vllm_seat(name="tp", port=8013, tensor_parallel_size=2, gpu=[0]),
+        vllm_seat(name="dup", port=8090),
+        {"name": "e", "engine": "sglang"},
+    ])
+    expected = [
+        "host fv-ml1: seat Gen: name: expected lowercase letters, digits, '-' or '_'",
+        "host fv-ml1: seat Gen: avoid_gpu: expected a known field for a vllm seat (typo?), got [1]",
+        "host fv-ml1: seat Gen: port: expected an integer from 1 to 65535, got 70000",
+        "host fv-ml1: seat Gen: gpu: expected a GPU index (0, 1, 2, 3) or UUID of this host, got 7",
+        "host fv-ml1: seat Gen: max_model_len: expected an integer from 1 up, got -3",
+        "host fv-ml1: seat both: kv_cache_memory_bytes: expected either a pinned budget or "
+        "kv_factor, not both",
+        "host fv-ml1: seat both: kv_cache_memory_bytes: '8.5G' mixes decimals with the binary suffix G",
+        "host fv-ml1: seat asr: memory_cap_bytes: expected the tenant's fixed memory cap",
+        "host fv-ml1: seat asr: gpu: expected a GPU that is not kept clear",
+        "host fv-ml1: seat tp: gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
+        "host fv-ml1: seat e: engine: expected 'vllm' or 'fixed', got 'sglang'",
+        "host fv-ml1: llmfleet_seats: port: expected a different port per seat, got 8090",
+    ]
+    for line in expected:
+        assert line in message
+    assert message.startswith("%d problem(s) in the inventory:" % message.count("\n- "))
+    assert "Traceback" not in message
+
+
+def test_gpu_list_problems_name_the_entry_and_field():
+    gpus = copy.deepcopy(FV_ML1["llmfleet_gpus"])
+    gpus[1]["uuid"] = "nope"
+    gpus[2]["memory_total_mib"] = 0
+    gpus[3]["index"] = 0
+    message = problems([], gpus)
+    assert "host fv-ml1: llmfleet_gpus[1]: uuid: expected a GPU UUID such as GPU-5a1c0c6e-..., got 'nope'" in message
+    assert "host fv-ml1: llmfleet_gpus[2]: memory_total_mib: expected an integer from 1 up, got 0" in message
+    assert "host fv-ml1: llmfleet_gpus: index: expected unique values, got 0" in message
+
+
+def test_a_host_without_a_seat_list_is_refused():
+    assert "host fv-ml1: llmfleet_seats: expected a list of seats, got 'x'" in problems("x")
