@@ -33,6 +33,15 @@ def changed_seat_files(files_by_seat):
                   if any(entry.get("changed") for entry in (files or {}).values()))
 
 
+def seat_file_backups(files_by_seat):
+    """Every backup path in ``{seat: seat_files 'files' result}``, sorted."""
+    if not isinstance(files_by_seat, dict):
+        raise AnsibleFilterError("seat_file_backups: expected {seat: seat_files 'files' result}, "
+                                 "got %s" % type(files_by_seat).__name__)
+    return sorted(entry["backup"] for files in files_by_seat.values()
+                  for entry in (files or {}).values() if entry.get("backup"))
+
+
 def smoke_gates(results):
     """gateway_smoke's per-route results as rebalance gates."""
     if not isinstance(results, list):
@@ -61,6 +70,7 @@ class FilterModule:
         return {
             "rebalance_steps": _rebalance_steps,
             "changed_seat_files": changed_seat_files,
+            "seat_file_backups": seat_file_backups,
             "smoke_gates": smoke_gates,
             "cards_summary": cards_summary,
         }
