@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := . scripts/env.sh &&
 
-.PHONY: help venv demo test units sanity lint bench clean
+.PHONY: help venv system-deps demo plan sizing test units sanity lint bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -11,10 +11,22 @@ help:  ## list the targets
 venv:  ## build .venv and the collection path (idempotent)
 	@scripts/bootstrap
 
-demo: venv  ## size the fv-ml1 seats from inventories/fv-ml1 (no GPU needed)
+system-deps:  ## install Docker, compose v2, sshd, gcc when missing (root; CI does it too)
+	@if [ "$$(id -u)" = 0 ]; then scripts/install-system-deps; \
+	 else echo "not root: skipping system packages (the twin and docker tests need them)"; fi
+
+demo: system-deps venv  ## rehearse fv-ml1's rebalance on a twin of it: plan, dry run, gated apply, report (root, no GPU)
+	@scripts/demo
+
+plan: venv  ## print fv-ml1's plan from its inventory and recorded plateau snapshot (no host needed)
+	$(ENV) ansible-playbook -i inventories/fv-ml1 playbooks/plan.yml \
+	  -e seat_plan_cards_source=snapshot \
+	  -e seat_plan_cards_snapshot=$(CURDIR)/inventories/fv-ml1/snapshots/plateau-20261007.json
+
+sizing: venv  ## size the fv-ml1 seats' KV caches from inventories/fv-ml1
 	$(ENV) ansible-playbook -i inventories/fv-ml1 playbooks/kv-sizing.yml
 
-test: venv  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
+test: system-deps venv  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
 	@scripts/test
 
 units: venv  ## pytest only

@@ -119,15 +119,16 @@ def _deploy(seat, gpus, kv, util):
 
 
 def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, plateau_kv=None,
-               plateau_kv_planned=False, kv_factor=1.25, kv_round_to="0.5GiB", gpu_profile="h100", min_spare_mib=0,
-               boot_margin_mib=512, default_overhead_mib=DEFAULT_OVERHEAD_MIB):
+               plateau_kv_planned=False, seat_defaults=None, kv_factor=1.25, kv_round_to="0.5GiB",
+               gpu_profile="h100", min_spare_mib=0, boot_margin_mib=512,
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB):
     """The plan of one host (see the module doc of llmfleet.seats.seat_plan for its keys).
 
     ``cards``: a gpu_info result read now; ``plateau``: one recorded at the plateau;
     ``plateau_kv``: seat -> the KV bytes it ran with when the plateau was recorded;
     ``plateau_kv_planned``: the plateau was recorded with the budgets this plan computes.
     """
-    spec = normalize_host(host, gpus, seats, kv_factor)
+    spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
     names = {seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")

@@ -218,13 +218,25 @@ def _seat(check, position, raw, gpus, defaults):
     return seat
 
 
-def normalize_host(host, gpus, seats, kv_factor=1.25):
-    """``{"gpus": [...], "seats": [...]}`` in normal form, or SeatSpecError listing every problem."""
+def normalize_host(host, gpus, seats, kv_factor=1.25, seat_defaults=None):
+    """``{"gpus": [...], "seats": [...]}`` in normal form, or SeatSpecError listing every problem.
+
+    ``seat_defaults`` (``llmfleet_seat_defaults``): per engine (``vllm``, ``fixed``), fields every
+    seat of that engine gets unless it sets them itself, e.g. the model cache volume.
+    """
     check = _Checker(host)
+    seat_defaults = seat_defaults or {}
+    if not isinstance(seat_defaults, dict) or set(seat_defaults) - {"vllm", "fixed"} or not all(
+            isinstance(value, dict) for value in seat_defaults.values()):
+        check.errors.append("host %s: llmfleet_seat_defaults: expected {vllm: {field: value}, "
+                            "fixed: {field: value}}, got %r" % (host, seat_defaults))
+        seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
     if not isinstance(seats, list):
         check.errors.append("host %s: llmfleet_seats: expected a list of seats, got %r" % (host, seats))
         seats = []
+    seats = [dict(seat_defaults.get(raw.get("engine"), {}), **raw) if isinstance(raw, dict) else raw
+             for raw in seats]
     norm_seats = [s for s in (_seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor})
                               for i, raw in enumerate(seats)) if s is not None]
     for field in ("name", "port", "container_name"):

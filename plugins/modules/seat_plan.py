@@ -43,6 +43,11 @@ options:
     type: list
     elements: dict
     required: true
+  seat_defaults:
+    description:
+      - C(llmfleet_seat_defaults), fields every seat of an engine gets unless it sets them, keyed
+        by engine, for example C({vllm: {volumes: ["/srv/hf:/root/.cache/huggingface"]}}).
+    type: dict
   inventory_dir:
     description: Directory that relative C(model_config) paths are relative to.
     type: path
@@ -135,6 +140,7 @@ def main():
             "host": {"type": "str", "required": True},
             "gpus": {"type": "list", "elements": "dict", "required": True},
             "seats": {"type": "list", "elements": "dict", "required": True},
+            "seat_defaults": {"type": "dict"},
             "inventory_dir": {"type": "path"},
             "cards": {"type": "dict"},
             "plateau": {"type": "dict"},

@@ -163,7 +163,8 @@ def _build(fleet: dict) -> None:
     def finish(host: Host) -> None:
         host.wait_ready()
         for tag, kind in fleet["images"].items():
-            host.import_image(tarball, tag, ENTRYPOINTS[kind], IMAGE_ENV)
+            env = dict(IMAGE_ENV, **fleet.get("image_env", {}).get(tag, {}))
+            host.import_image(tarball, tag, ENTRYPOINTS[kind], env)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for done in [pool.submit(finish, h) for h in hosts]:

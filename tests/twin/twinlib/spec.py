@@ -29,8 +29,8 @@ HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_HOSTS = 200  # the twin's /24 holds hosts .11 to .210
 
-_TOP_KEYS = {"description", "hosts", "gpus", "images", "driver_version", "nvml_version",
-             "cuda_driver_version"}
+_TOP_KEYS = {"description", "hosts", "gpus", "images", "image_env", "driver_version",
+             "nvml_version", "cuda_driver_version"}
 _HOST_KEYS = {"name", "gpus"}
 _GPU_KEYS = {"count", "name", "memory_total_mib", "memory_reserved_mib", "background_used_mib",
              "uuid", "uuids"}
@@ -159,22 +159,30 @@ def parse_spec(spec: object, host_count: int | None = None) -> dict:
     for tag, kind in images.items():
         _expect(kind in IMAGE_KINDS, "images[%r]" % tag, "one of %s" % ", ".join(IMAGE_KINDS),
                 kind)
+    image_env = spec.get("image_env", {})
+    _expect(isinstance(image_env, dict) and all(
+        tag in images and isinstance(env, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        for tag, env in image_env.items()), "image_env",
+        "an object of image tag (one of images) -> {VARIABLE: string}", image_env)
     driver = dict(DRIVER)
     for key in DRIVER:
         if key in spec:
             _expect(isinstance(spec[key], type(DRIVER[key])), key,
                     "a %s like %r" % (type(DRIVER[key]).__name__, DRIVER[key]), spec[key])
             driver[key] = spec[key]
-    return {"hosts": fleet_hosts, "images": dict(images), "driver": driver}
+    return {"hosts": fleet_hosts, "images": dict(images), "image_env": dict(image_env),
+            "driver": driver}
 
 
 def spec_from_inventory(inventory: dict) -> dict:
     """A spec shaped like an Ansible inventory's GPU hosts (`ansible-inventory --list` output):
     every host with `llmfleet_gpus` (CONTRIBUTING.md, "The fleet as data") becomes a twin host
     with those GPUs and UUIDs, and every seat's image a tag the twin provides: the vLLM stand-in
-    for an image a vLLM seat uses or named like vLLM's, else the fixed-size (ASR) tenant."""
+    for an image a vLLM seat uses or named like vLLM's, else the fixed-size (ASR) tenant, which
+    then takes the seat's memory_cap_bytes."""
     hostvars = inventory.get("_meta", {}).get("hostvars", {})
-    hosts, images = [], {}
+    hosts, images, image_env = [], {}, {}
     for name in sorted(hostvars):
         gpus = hostvars[name].get("llmfleet_gpus")
         if gpus is None:
@@ -191,8 +199,10 @@ def spec_from_inventory(inventory: dict) -> dict:
                 vllm = seat.get("engine") == "vllm" or "vllm" in seat["image"]
                 if vllm or seat["image"] not in images:
                     images[seat["image"]] = "vllm" if vllm else "asr"
+                if not vllm and seat.get("memory_cap_bytes") is not None:
+                    image_env[seat["image"]] = {"FAKE_ASR_MEMORY": str(seat["memory_cap_bytes"])}
     _expect(bool(hosts), "inventory", "at least one host with llmfleet_gpus", sorted(hostvars))
-    return {"hosts": hosts, "images": images or dict(DEFAULT_IMAGES)}
+    return {"hosts": hosts, "images": images or dict(DEFAULT_IMAGES), "image_env": image_env}
 
 
 def gpu_state(host: dict, driver: dict) -> dict:
