@@ -835,18 +835,15 @@ class _Solver:
         return self.rebalance(where)
 
     def rebalance(self, where):
-        """Local search: re-split the one-GPU seats of every pair of GPUs exactly (a subset-sum
-        over their seats) so that the pair's worst spare is as large as it can be; repeat
-        until no pair improves. Multi-GPU seats stay put. Returns ``where``, changed."""
+        """Local search: re-split the seats of every pair of GPUs exactly (a subset-sum over
+        their seats) so that the pair's worst spare is as large as it can be; repeat until no
+        pair improves. A multi-GPU seat's piece takes part when its seat has no piece on the
+        other GPU of the pair. Returns ``where``, changed."""
         p = self.p
-        singles = {s.name: s for s in self.singles}
         load = {pos: 0 for pos in p.usable}
-        on = {pos: [] for pos in p.usable}
         for seat in self.loose:
             for pos in where[seat.name]:
                 load[pos] += seat.need
-            if seat.name in singles:
-                on[where[seat.name][0]].append(seat.name)
         pairs = list(itertools.combinations(p.usable, 2))
         improved = True
         rounds = 0
@@ -854,23 +851,28 @@ class _Solver:
             improved = False
             rounds += 1
             for a, b in pairs:
-                if self._rebalance_pair(a, b, where, load, on, singles):
+                if self._rebalance_pair(a, b, where, load):
                     improved = True
         return where
 
-    def _rebalance_pair(self, a, b, where, load, on, singles):
-        moving = [singles[name] for name in sorted(on[a] + on[b])]
+    def _rebalance_pair(self, a, b, where, load):
+        # (seat, GPU it is on now) for each piece free to go to either GPU of the pair
+        moving = []
+        for seat in self.loose:
+            gpus = where[seat.name]
+            if (a in gpus) != (b in gpus):
+                moving.append((seat, a if a in gpus else b))
         if not moving:
             return False
-        on_a_now = sum(s.need for s in moving if where[s.name][0] == a)
-        room_a = self.base[a] - load[a] + on_a_now  # spare of a without these seats
-        room_b = self.base[b] - load[b] + sum(s.need for s in moving) - on_a_now
-        total = sum(s.need for s in moving)
+        on_a_now = sum(seat.need for seat, now in moving if now == a)
+        total = sum(seat.need for seat, _now in moving)
+        room_a = self.base[a] - load[a] + on_a_now  # spare of a without these pieces
+        room_b = self.base[b] - load[b] + total - on_a_now
         before = min(room_a - on_a_now, room_b - (total - on_a_now))
-        # reach[i]: bitset of the totals on a that the first i seats allow (each seat goes
-        # where it may: a, b, or either)
+        # reach[i]: bitset of the totals on a that the first i pieces allow (each goes where
+        # its seat may run: a, b, or either)
         reach = [1]
-        for seat in moving:
+        for seat, _now in moving:
             bits = reach[-1]
             to_a, to_b = seat.allowed >> a & 1, seat.allowed >> b & 1
             reach.append((bits << seat.need if to_a else 0) | (bits if to_b else 0))
@@ -891,22 +893,19 @@ class _Solver:
                 best_x, best_value = x, value
         if best_x is None:
             return False
-        # walk back through the prefix bitsets; a seat keeps its GPU when both would do
+        # walk back through the prefix bitsets; a piece keeps its GPU when both would do
         x = best_x
         for i in range(len(moving) - 1, -1, -1):
-            seat = moving[i]
+            seat, now = moving[i]
             fits_a = seat.allowed >> a & 1 and x >= seat.need and reach[i] >> (x - seat.need) & 1
             fits_b = seat.allowed >> b & 1 and reach[i] >> x & 1
-            old = where[seat.name][0]
-            target = a if fits_a and (old == a or not fits_b) else b
+            target = a if fits_a and (now == a or not fits_b) else b
             if target == a:
                 x -= seat.need
-            if old != target:
-                on[old].remove(seat.name)
-                on[target].append(seat.name)
-                load[old] -= seat.need
+            if now != target:
+                where[seat.name] = sorted(target if pos == now else pos for pos in where[seat.name])
+                load[now] -= seat.need
                 load[target] += seat.need
-                where[seat.name] = [target]
         return True
 
     def worst_of(self, where):
