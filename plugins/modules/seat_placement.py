@@ -98,14 +98,14 @@ options:
     type: int
     default: 1000000
 notes:
+  - C(docs/placement.md) in the collection explains the objective, the bounds and the proof, and
+    how seat footprints are counted.
   - 24 to 32 seats on 8 identical GPUs are usually proven optimal in well under a second, with
-    C(current_gpu) for every seat in one or two. Mixed GPU sizes, many avoid lists and several
-    multi-GPU seats make the proof longer; C(bench/bench_placement.py) prints measured times.
+    C(current_gpu) for every seat in a few seconds at most. Mixed GPU sizes, avoid lists and
+    several multi-GPU seats make the proof longer; C(bench/bench_placement.py) prints measured
+    times.
 seealso:
   - module: llmfleet.seats.seat_plan
-  - name: How placement is proven
-    description: The objective, the bounds and the search (docs/placement.md in the collection).
-    link: https://github.com/llmfleet/seats/blob/main/docs/placement.md
 """
 
 EXAMPLES = r"""
