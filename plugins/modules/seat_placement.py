@@ -94,7 +94,7 @@ options:
   search_node_limit:
     description:
       - The most search steps to spend before returning the best assignment found with
-        RV(optimal=false). About 20 to 50 microseconds a step on one core.
+        RV(optimal=false). About 20 to 60 microseconds a step on one core.
     type: int
     default: 1000000
 notes:
