@@ -14,8 +14,6 @@ import json
 import os
 import re
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, run_ansible
+from support import litellm as support_litellm
+from support.litellm import LiteLLMProxy, free_port, stop, wait_until
 
 pytestmark = [pytest.mark.litellm, pytest.mark.slow]
 
@@ -36,7 +36,6 @@ _spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "rep
 replay = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(replay)
 
-READY_TIMEOUT_S = 120
 GPU = "GPU-5a1c0c6e-0000-4000-8000-0000000000a0"
 # Qwen3-8B's and a Gemma-3-shaped geometry: the fake seat thinks Qwen-style (<think>) or
 # Gemma-style (<|channel>thought), as the real chat templates do.
@@ -62,77 +61,9 @@ SEATS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(ready, what: str, proc: subprocess.Popen, log: Path, timeout=READY_TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if ready():
-                return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail("%s did not become ready; log:\n%s"
-                        % (what, log.read_text(errors="replace")[-3000:]))
-        time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(scope="session")
 def litellm_bin() -> Path:
-    """The pinned proxy; scripts/bootstrap-litellm builds it once (~55 s) and is instant after."""
-    proc = subprocess.run([str(REPO_ROOT / "scripts" / "bootstrap-litellm")], capture_output=True,
-                          text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        pytest.fail("scripts/bootstrap-litellm failed; the litellm tests need the pinned proxy:\n"
-                    + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-class LiteLLMProxy:
-    """A LiteLLM proxy on a free loopback port, started from a config file."""
-
-    def __init__(self, litellm_bin: Path, config_path: Path, master_key: str):
-        self.config_path = config_path
-        self.master_key = master_key
-        self.url = "http://127.0.0.1:%d" % free_port()
-        log = config_path.with_suffix(".log")
-        with open(log, "w") as out:
-            self.proc = subprocess.Popen(
-                [str(litellm_bin), "--config", str(config_path), "--host", "127.0.0.1",
-                 "--port", self.url.rsplit(":", 1)[1]], stdout=out, stderr=subprocess.STDOUT,
-                env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
-        try:
-            wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
-                       "LiteLLM", self.proc, log)
-        except BaseException:
-            stop(self.proc)
-            raise
-
-    def post(self, path: str, body: dict) -> tuple[int, str]:
-        request = urllib.request.Request(
-            self.url + path, data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json",
-                     "Authorization": "Bearer " + self.master_key})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as reply:
-                return reply.status, reply.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
+    return support_litellm.litellm_bin()
 
 
 class Twin:

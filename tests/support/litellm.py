@@ -1,0 +1,98 @@
+"""A real LiteLLM proxy for tests (litellm[proxy]==1.108.7 in .build/litellm-venv, built by
+scripts/bootstrap-litellm), on a free loopback port, started from a config file.
+
+    proxy = LiteLLMProxy(litellm_bin(), config_path, master_key)   # ready when it returns
+    ...
+    stop(proxy.proc)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+
+READY_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(ready, what: str, proc: subprocess.Popen, log: Path, timeout=READY_TIMEOUT_S):
+    """Poll ``ready()`` until true; fail with the log when ``proc`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("%s did not become ready; log:\n%s"
+                        % (what, log.read_text(errors="replace")[-3000:]))
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def litellm_bin() -> Path:
+    """The pinned proxy; scripts/bootstrap-litellm builds it once (~55 s) and is instant after."""
+    proc = subprocess.run([str(REPO_ROOT / "scripts" / "bootstrap-litellm")], capture_output=True,
+                          text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        pytest.fail("scripts/bootstrap-litellm failed; the litellm tests need the pinned proxy:\n"
+                    + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+class LiteLLMProxy:
+    """A LiteLLM proxy on a free loopback port, started from a config file."""
+
+    def __init__(self, binary: Path, config_path: Path, master_key: str):
+        self.config_path = config_path
+        self.master_key = master_key
+        self.url = "http://127.0.0.1:%d" % free_port()
+        log = config_path.with_suffix(".log")
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(
+                [str(binary), "--config", str(config_path), "--host", "127.0.0.1",
+                 "--port", self.url.rsplit(":", 1)[1]], stdout=out, stderr=subprocess.STDOUT,
+                env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+        try:
+            wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
+                       "LiteLLM", self.proc, log)
+        except BaseException:
+            stop(self.proc)
+            raise
+
+    def post(self, path: str, body: dict) -> tuple[int, str]:
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": "Bearer " + self.master_key})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
