@@ -33,6 +33,24 @@ def changed_seat_files(files_by_seat):
                   if any(entry.get("changed") for entry in (files or {}).values()))
 
 
+def journal_files(this_run, adopted):
+    """Merge this run's seat_files results with an adopted journal's, file by file: a file the
+    dead run already changed keeps that run's entry (its backup holds the original), any other
+    keeps this run's."""
+    for name, value in (("this_run", this_run), ("adopted", adopted)):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError("journal_files: %s: expected {seat: seat_files 'files' result}"
+                                     % name)
+    merged = {}
+    for seat in sorted(set(this_run) | set(adopted)):
+        mine, theirs = this_run.get(seat) or {}, adopted.get(seat) or {}
+        merged[seat] = {}
+        for file_name in sorted(set(mine) | set(theirs)):
+            entry = theirs.get(file_name) or {}
+            merged[seat][file_name] = entry if entry.get("changed") else mine.get(file_name, entry)
+    return merged
+
+
 def seat_file_backups(files_by_seat):
     """Every backup path in ``{seat: seat_files 'files' result}``, sorted."""
     if not isinstance(files_by_seat, dict):
@@ -70,6 +88,7 @@ class FilterModule:
         return {
             "rebalance_steps": _rebalance_steps,
             "changed_seat_files": changed_seat_files,
+            "journal_files": journal_files,
             "seat_file_backups": seat_file_backups,
             "smoke_gates": smoke_gates,
             "cards_summary": cards_summary,

@@ -102,7 +102,8 @@ def _config_path(seat, inventory_dir):
 
 def _deploy(seat, gpus, kv, util):
     deploy = {key: seat[key] for key in ("name", "engine", "image", "port", "container_name",
-                                          "environment", "volumes", "command", "health_path")}
+                                          "environment", "volumes", "command", "health_path",
+                                          "health_interval", "health_start_period")}
     deploy["gpu_uuids"] = gpus
     if seat["engine"] == "fixed":
         deploy["container_port"] = seat["container_port"]

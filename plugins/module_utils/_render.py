@@ -187,7 +187,7 @@ def seat_compose(seat):
             "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", health_port,
             ", timeout=5); c.request('GET', '%s'); sys.exit(c.getresponse().status != 200)"
             % seat.get("health_path", "/health")])],
-        "interval": "15s",
+        "interval": seat.get("health_interval", "15s"),
         "timeout": "10s",
         "retries": 3,
         "start_period": seat.get("health_start_period", "20m"),

@@ -22,7 +22,9 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
-                "container_name", "environment", "volumes", "command", "health_path"}
+                "container_name", "environment", "volumes", "command", "health_path",
+                "health_interval", "health_start_period"}
+_DURATION_RE = re.compile(r"^(\d+(ms|s|m|h))+$")
 _VLLM_KEYS = _COMMON_KEYS | {
     "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
@@ -160,7 +162,13 @@ def _seat(check, position, raw, gpus, defaults):
         "volumes": raw.get("volumes") or [],
         "command": raw.get("command") or [],
         "health_path": raw.get("health_path", "/health"),
+        # docker's healthcheck: how often, and how long a boot may take before failures count
+        "health_interval": raw.get("health_interval", "15s"),
+        "health_start_period": raw.get("health_start_period", "20m"),
     }
+    for field in ("health_interval", "health_start_period"):
+        if not isinstance(seat[field], str) or not _DURATION_RE.match(seat[field]):
+            check.fail(where, field, "a docker duration such as 15s, 2m or 1m30s", seat[field])
     if not isinstance(seat["environment"], dict):
         check.fail(where, "environment", "a dict of variable: value", seat["environment"])
     for field in ("volumes", "command"):

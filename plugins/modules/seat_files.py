@@ -48,7 +48,8 @@ options:
         C(served_model_names), C(tensor_parallel_size), C(kv_cache_dtype),
         C(tool_call_parser), C(reasoning_parser), C(default_chat_template_kwargs),
         C(max_new_tokens), C(max_num_seqs), C(block_size), C(extra_args); for both optionally
-        C(container_name), C(command), C(environment), C(volumes), C(health_path)."
+        C(container_name), C(command), C(environment), C(volumes), C(health_path),
+        C(health_interval), C(health_start_period) (docker durations)."
     type: dict
   host:
     description: The host name written in the files' header comment.

@@ -189,7 +189,7 @@ def test_a_change_recreates_only_that_seat_and_keeps_a_dated_backup(twin_invento
 def test_a_seat_that_fails_after_start_is_rolled_back(twin_inventory, tmp_path, fault, failed_gate):
     before = {host: state(host) for host in ("twin1", "twin2")}
     hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": fault}})
-    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_health_timeout=20",
+    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_health_timeout=10",
                      check=False)
     assert proc.returncode != 0
     report = report_of(tmp_path)
@@ -347,3 +347,59 @@ def test_a_host_lost_mid_run_stops_the_rollout_and_the_next_run_recovers(twin_in
     assert alpha_backups, "the recovering run reports the first run's backup"
     assert files["alpha/" + os.path.basename(alpha_backups[0])] == before["twin1"]["files"]["alpha/.env"], \
         "the backup holds the file from before the first run"
+
+
+@pytest.fixture
+def gateway(twin_inventory, tmp_path):
+    """A real LiteLLM in front of twin1's seats, as the fleet's gateway would be."""
+    from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
+
+    address = yaml.safe_load(Path(twin_inventory).read_text())
+    address = next(h["ansible_host"] for group in address["all"]["children"].values()
+                   for name, h in group.get("hosts", {}).items() if name == "twin1")
+    key = "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": name, "litellm_params": {
+            "model": "hosted_vllm/" + name, "api_base": "http://%s:%d/v1" % (address, port)}}
+            for name, port in (("alpha", 8101), ("gamma", 8103))],
+        "litellm_settings": {"num_retries": 0, "request_timeout": 30},
+        "general_settings": {"master_key": key}}))
+    proxy = LiteLLMProxy(litellm_bin(), config, key)
+    yield proxy
+    stop(proxy.proc)
+
+
+def _gateway_args(gateway, routes):
+    return ["-e", json.dumps({"seat_rebalance_gateway_url": gateway.url,
+                              "seat_rebalance_gateway_api_key": gateway.master_key,
+                              "seat_rebalance_gateway_routes": routes})]
+
+
+@pytest.mark.litellm
+def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_one(
+        twin_inventory, gateway, tmp_path):
+    routes = [{"model": "alpha", "checks": ["chat", "stream"]}, {"model": "gamma", "checks": ["chat"]}]
+    hosts = fleet_with(tmp_path, alpha={"max_model_len": 8192})
+    proc = rebalance(hosts, twin_inventory, tmp_path / "ok", *_gateway_args(gateway, routes))
+    assert gateway.master_key not in proc.stdout + proc.stderr, "the gateway key is never printed"
+    section = report_of(tmp_path / "ok")["hosts"]["twin1"]
+    contract = {(g["seat"], g["gate"]): g for g in section["gates"] if g["gate"].startswith("gateway_")}
+    assert set(contract) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
+                             ("route gamma", "gateway_chat")}
+    assert all(g["ok"] for g in contract.values()) and section["status"] == "applied"
+
+    # alpha runs without a reasoning parser: its thinking lands in content, and the route says
+    # it must be split. The contract fails through the gateway and the host is rolled back.
+    before = {host: state(host) for host in ("twin1", "twin2")}
+    broken = [{"model": "alpha", "checks": ["chat", "reasoning"]}]
+    hosts = fleet_with(tmp_path / "broken", alpha={"max_model_len": 12288})
+    proc = rebalance(hosts, twin_inventory, tmp_path / "broken-report",
+                     *_gateway_args(gateway, broken), check=False)
+    assert proc.returncode != 0
+    assert gateway.master_key not in proc.stdout + proc.stderr
+    report = report_of(tmp_path / "broken-report")
+    assert ("route alpha", "gateway_reasoning") in gates_failed(report)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
