@@ -172,7 +172,7 @@ def test_a_second_run_changes_nothing_and_restarts_nothing(twin_inventory, tmp_p
 def test_a_change_recreates_only_that_seat_and_keeps_a_dated_backup(twin_inventory, tmp_path):
     before = state("twin1")
     hosts = fleet_with(tmp_path, alpha={"max_model_len": 16384})
-    rebalance(hosts, twin_inventory, tmp_path / "report")
+    rebalance(hosts, twin_inventory, tmp_path / "report", "-e", "seat_rebalance_settle_seconds=2")
     after = state("twin1")
     changed = {n for n in before["containers"] if after["containers"][n][0] != before["containers"][n][0]}
     assert changed == {"vllm-alpha"}
@@ -180,6 +180,10 @@ def test_a_change_recreates_only_that_seat_and_keeps_a_dated_backup(twin_invento
     assert len(backups) == 1 and backups[0].startswith("/srv/compose/alpha/.env.bak-")
     assert after["files"]["alpha/" + os.path.basename(backups[0])] == before["files"]["alpha/.env"]
     assert b"SEAT_MAX_MODEL_LEN='16384'" in after["files"]["alpha/.env"]
+    plateau = [g for g in report_of(tmp_path / "report")["hosts"]["twin1"]["gates"]
+               if g["gate"] == "free_mib_plateau"]
+    assert [g["seat"] for g in plateau] == ["GPU 0", "GPU 1"] and all(g["ok"] for g in plateau), \
+        "after the settle wait every GPU is re-read against the plan's spare at plateau"
 
 
 @pytest.mark.parametrize("fault, failed_gate", [
@@ -196,6 +200,24 @@ def test_a_seat_that_fails_after_start_is_rolled_back(twin_inventory, tmp_path, 
     assert report["hosts"]["twin1"]["status"] == "rolled_back"
     assert failed_gate in gates_failed(report)
     assert "twin2" not in report["hosts"], "the rollout stopped at the failed host"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+def test_boot_is_not_runtime_the_long_request_probe_catches_it(twin_inventory, tmp_path):
+    """Seed 003: a seat passes every boot gate, then dies on its first long request. The
+    runtime probe sends one, and the host is rolled back."""
+    before = {host: state(host) for host in ("twin1", "twin2")}
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2,
+                                        "environment": {"FAKE_VLLM_FAULT": "oom_on_long_request"}})
+    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_runtime_probe=true",
+                     check=False)
+    assert proc.returncode != 0
+    report = report_of(tmp_path)
+    passed = {(g["seat"], g["gate"]) for g in report["hosts"]["twin1"]["gates"] if g["ok"]}
+    assert {("gamma", "health"), ("gamma", "kv_cache_tokens")} <= passed, "it passed every boot gate"
+    assert ("gamma", "runtime_probe") in gates_failed(report)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
     assert_rolled_back(before["twin1"])
     assert state("twin2") == before["twin2"]
 

@@ -63,9 +63,11 @@ def test_a_twin_of_the_fv_ml1_inventory_is_the_fv_ml1_spec():
     from_inventory = parse_spec(spec_from_inventory(json.loads(proc.stdout)))
     with open(TWIN_DIR / "specs" / "fv-ml1.json", encoding="utf-8") as handle:
         assert from_inventory == parse_spec(json.load(handle))
-    # embed is a fixed-size seat on the vLLM image: the image stays the vLLM stand-in
+    # the fixed-size tenants get the ASR stand-in, holding the inventory's cap
     assert from_inventory["images"] == {"vllm/vllm-openai:v0.33.0": "vllm",
-                                        "parakeet-nemo:local": "asr"}
+                                        "parakeet-nemo:local": "asr", "qwen3-embed:local": "asr"}
+    assert from_inventory["image_env"] == {"parakeet-nemo:local": {"FAKE_ASR_MEMORY": "3840MiB"},
+                                           "qwen3-embed:local": {"FAKE_ASR_MEMORY": "3400MB"}}
 
 
 def test_an_inventory_without_gpu_hosts_is_refused():
