@@ -15,7 +15,9 @@ description:
     with C(docker compose config), backs up each file that changes as
     C(<file>.bak-YYYYMMDD-<tag>) (bytes, mode and owner kept), and replaces it atomically.
   - With O(state=restored), puts the files back byte for byte from the backups a previous
-    O(state=present) run returned, and removes files that did not exist before it.
+    O(state=present) run returned, and removes files that did not exist before it. A
+    check-mode result works too (a journal written before the files were): a file whose backup
+    was never made is restored only if it changed since, which is then an error.
   - Every value in both files is quoted, so no model name or argument can break them.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
@@ -125,11 +127,13 @@ files:
       changed: true
       created: false
       backup: /opt/docker/compose/gen-small/.env.bak-20261005-rebal
+      before_sha256: 9f2c...
     compose.yaml:
       path: /opt/docker/compose/gen-small/compose.yaml
       changed: false
       created: false
       backup: null
+      before_sha256: 41d7...
 backups:
   description: The backup files this run wrote or reused.
   returned: always
@@ -137,6 +141,7 @@ backups:
   elements: str
 """
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -158,6 +163,10 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._seat_files import 
     make_backup,
     read_bytes,
 )
+
+
+def sha256(data):
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _mode(module, value, name):
@@ -221,7 +230,7 @@ def present(module):
         path = os.path.join(project_dir, name)
         before = read_bytes(path)
         entry = {"path": path, "changed": before != content, "created": before is None,
-                 "backup": None}
+                 "backup": None, "before_sha256": sha256(before)}
         if entry["changed"] and before is not None:
             entry["backup"] = backup_path_for(path, date, params["backup_tag"])
             backups.append(entry["backup"])
@@ -262,12 +271,13 @@ def restored(module):
         current = read_bytes(path)
         if entry.get("created"):
             wanted = None
-        elif entry.get("backup"):
+        elif entry.get("backup") and os.path.exists(entry["backup"]):
             wanted = read_bytes(entry["backup"])
-            if wanted is None:
-                module.fail_json(msg="restore.%s: backup %s is gone; nothing was changed"
-                                 % (name, entry["backup"]))
+        elif entry.get("backup") and sha256(current) != entry.get("before_sha256"):
+            module.fail_json(msg="restore.%s: %s changed but its backup %s is gone; nothing was "
+                                 "changed" % (name, path, entry["backup"]))
         else:
+            # Unchanged, or journaled before a run that never got to write it.
             wanted = current
         files[name] = {"path": path, "changed": current != wanted}
         if current != wanted:

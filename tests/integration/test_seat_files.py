@@ -88,3 +88,20 @@ def test_bad_seat_fails_naming_the_field(tmp_path):
     assert "seat gen-small: port: expected a positive integer, got 'eighty'" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_intent_journaled_before_the_write_restores_safely(tmp_path):
+    """The rebalance journals a check-mode result before it writes: restoring from it is a no-op
+    for files the run never got to write, and byte-exact for those it did."""
+    _play(tmp_path, SEAT)
+    env = tmp_path / "gen-small" / ".env"
+    original = env.read_bytes()
+    bigger = dict(SEAT, kv_cache_memory_bytes=6442450944)
+    intent, _out = _play(tmp_path, bigger, ["--check"])
+    assert intent["files"][".env"]["changed"] and not os.path.exists(intent["files"][".env"]["backup"])
+    restored, _out = _play(tmp_path, None, state="restored", restore=intent["files"])
+    assert not restored["changed"] and env.read_bytes() == original, "never written: nothing to undo"
+
+    _play(tmp_path, bigger)
+    restored, _out = _play(tmp_path, None, state="restored", restore=intent["files"])
+    assert restored["changed"] and env.read_bytes() == original, "written: restored byte for byte"
