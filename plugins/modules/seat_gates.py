@@ -199,7 +199,7 @@ class Host:
         started = time.time()
         status = None
         while True:
-            status, _ = _http("GET", self.url(seat, seat.get("health_path", "/health")))
+            status = _http("GET", self.url(seat, seat.get("health_path", "/health")))[0]
             waited = time.time() - started
             if status == 200 or waited >= timeout:
                 return status, waited

@@ -46,7 +46,8 @@ options:
   seat_defaults:
     description:
       - C(llmfleet_seat_defaults), fields every seat of an engine gets unless it sets them, keyed
-        by engine, for example C({vllm: {volumes: ["/srv/hf:/root/.cache/huggingface"]}}).
+        by engine (C(vllm), C(fixed)), for example a C(volumes) list that mounts the host's model
+        cache into every vLLM seat.
     type: dict
   inventory_dir:
     description: Directory that relative C(model_config) paths are relative to.

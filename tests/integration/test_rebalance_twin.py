@@ -295,7 +295,7 @@ def test_a_concurrent_run_is_refused_before_it_touches_anything(twin_inventory, 
         second = rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "second", check=False)
         assert second.returncode != 0
         assert "another rebalance holds /srv/llmfleet/rebalance.lock" in second.stdout
-        out, _ = first.communicate(timeout=600)
+        out = first.communicate(timeout=600)[0]
         assert first.returncode == 0, out[-4000:]
     finally:
         if first.poll() is None:
@@ -348,7 +348,7 @@ def test_a_host_lost_mid_run_stops_the_rollout_and_the_next_run_recovers(twin_in
     try:
         _wait_for(lambda: _alpha_booting(old_alpha), what="alpha booting in its wave")
         subprocess.run(["ip", "link", "set", veth, "down"], check=True)
-        out, _ = first.communicate(timeout=300)
+        out = first.communicate(timeout=300)[0]
     finally:
         subprocess.run(["ip", "link", "set", veth, "up"], check=True)
         if first.poll() is None:
@@ -376,15 +376,17 @@ def gateway(twin_inventory, tmp_path):
     """A real LiteLLM in front of twin1's seats, as the fleet's gateway would be."""
     from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
 
-    address = yaml.safe_load(Path(twin_inventory).read_text())
-    address = next(h["ansible_host"] for group in address["all"]["children"].values()
-                   for name, h in group.get("hosts", {}).items() if name == "twin1")
+    hosts = {name: host for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
+             for name, host in (group.get("hosts") or {}).items()}
+    address = hosts["twin1"]["ansible_host"]
     key = "sk-" + os.urandom(16).hex()
     config = tmp_path / "litellm.yaml"
+    # alpha's route is a thinking alias (seed 002): the gateway turns thinking on for it
+    thinking = {"extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}
     config.write_text(yaml.safe_dump({
-        "model_list": [{"model_name": name, "litellm_params": {
-            "model": "hosted_vllm/" + name, "api_base": "http://%s:%d/v1" % (address, port)}}
-            for name, port in (("alpha", 8101), ("gamma", 8103))],
+        "model_list": [{"model_name": name, "litellm_params": dict({
+            "model": "hosted_vllm/" + name, "api_base": "http://%s:%d/v1" % (address, port)}, **extra)}
+            for name, port, extra in (("alpha", 8101, thinking), ("gamma", 8103, {}))],
         "litellm_settings": {"num_retries": 0, "request_timeout": 30},
         "general_settings": {"master_key": key}}))
     proxy = LiteLLMProxy(litellm_bin(), config, key)
@@ -401,21 +403,27 @@ def _gateway_args(gateway, routes):
 @pytest.mark.litellm
 def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_one(
         twin_inventory, gateway, tmp_path):
-    routes = [{"model": "alpha", "checks": ["chat", "stream"]}, {"model": "gamma", "checks": ["chat"]}]
-    hosts = fleet_with(tmp_path, alpha={"max_model_len": 8192})
+    routes = [{"model": "alpha", "checks": ["chat", "stream", "reasoning"]},
+              {"model": "gamma", "checks": ["chat"]}]
+    # seed 002's set: a reasoning parser, and thinking off by default so prose stays in content
+    contract = {"reasoning_parser": "qwen3", "default_chat_template_kwargs": {"enable_thinking": False}}
+    hosts = fleet_with(tmp_path, alpha=dict(contract, max_model_len=8192), gamma=contract)
     proc = rebalance(hosts, twin_inventory, tmp_path / "ok", *_gateway_args(gateway, routes))
     assert gateway.master_key not in proc.stdout + proc.stderr, "the gateway key is never printed"
     section = report_of(tmp_path / "ok")["hosts"]["twin1"]
-    contract = {(g["seat"], g["gate"]): g for g in section["gates"] if g["gate"].startswith("gateway_")}
-    assert set(contract) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
-                             ("route gamma", "gateway_chat")}
-    assert all(g["ok"] for g in contract.values()) and section["status"] == "applied"
+    checked = {(g["seat"], g["gate"]): g for g in section["gates"] if g["gate"].startswith("gateway_")}
+    assert set(checked) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
+                            ("route alpha", "gateway_reasoning"), ("route gamma", "gateway_chat")}
+    assert all(g["ok"] for g in checked.values()) and section["status"] == "applied"
+    assert checked[("route alpha", "gateway_reasoning")]["measured"]["reasoning_key"] == "reasoning_content", \
+        "through LiteLLM the reasoning arrives as reasoning_content (seed 002's key-name trap)"
 
-    # alpha runs without a reasoning parser: its thinking lands in content, and the route says
-    # it must be split. The contract fails through the gateway and the host is rolled back.
+    # alpha loses its reasoning parser: its thinking lands in content, and the route says it
+    # must be split. The contract fails through the gateway and the host is rolled back.
     before = {host: state(host) for host in ("twin1", "twin2")}
     broken = [{"model": "alpha", "checks": ["chat", "reasoning"]}]
-    hosts = fleet_with(tmp_path / "broken", alpha={"max_model_len": 12288})
+    hosts = fleet_with(tmp_path / "broken", alpha={"max_model_len": 8192, "reasoning_parser": None},
+                       gamma=contract)
     proc = rebalance(hosts, twin_inventory, tmp_path / "broken-report",
                      *_gateway_args(gateway, broken), check=False)
     assert proc.returncode != 0
