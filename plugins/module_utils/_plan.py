@@ -62,9 +62,9 @@ def _card_memory(host, gpus, reading, names, what):
     by_uuid = {gpu["uuid"]: gpu for gpu in reading.get("gpus", [])}
     missing = [gpu["uuid"] for gpu in gpus if gpu["uuid"] not in by_uuid]
     if missing:
+        shown = ", ".join(sorted(by_uuid)) or "no GPU"
         raise PlanError("host %s: the %s has no GPU %s; it shows %s. Are the inventory's UUIDs "
-                        "this host's (llmfleet_gpus)?" % (host, what, ", ".join(missing),
-                                                            ", ".join(sorted(by_uuid)) or "no GPU"))
+                        "this host's (llmfleet_gpus)?" % (host, what, ", ".join(missing), shown))
     memory = {}
     for gpu in gpus:
         card = by_uuid[gpu["uuid"]]
@@ -101,9 +101,9 @@ def _config_path(seat, inventory_dir):
 
 
 def _deploy(seat, gpus, kv, util):
-    deploy = {key: seat[key] for key in ("name", "engine", "image", "port", "container_name",
-                                          "environment", "volumes", "command", "health_path",
-                                          "health_interval", "health_start_period")}
+    common = ("name", "engine", "image", "port", "container_name", "environment", "volumes",
+              "command", "health_path", "health_interval", "health_start_period")
+    deploy = {key: seat[key] for key in common}
     deploy["gpu_uuids"] = gpus
     if seat["engine"] == "fixed":
         deploy["container_port"] = seat["container_port"]

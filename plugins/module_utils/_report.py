@@ -174,9 +174,11 @@ def report_markdown(report):
             if cards:
                 lines += ["", "### Cards %s" % when, "", "| GPU | used MiB | free MiB | held by |", "|---|---|---|---|"]
                 for gpu in cards:
-                    holders = ", ".join("%s %s" % (k, _mib(v)) for k, v in sorted(gpu["holders_mib"].items()))
-                    lines.append("| %s | %s | %s | %s |" % (gpu["index"], _mib(gpu["memory_used_mib"]),
-                                                          _mib(gpu["memory_free_mib"]), holders or "-"))
+                    holders = ", ".join("%s %s" % (k, _mib(v))
+                                        for k, v in sorted(gpu["holders_mib"].items()))
+                    lines.append("| %s | %s | %s | %s |" % (
+                        gpu["index"], _mib(gpu["memory_used_mib"]), _mib(gpu["memory_free_mib"]),
+                        holders or "-"))
     return "\n".join(lines) + "\n"
 
 

@@ -16,8 +16,8 @@ description:
     C(<file>.bak-YYYYMMDD-<tag>) (bytes, mode and owner kept), and replaces it atomically.
   - With O(state=restored), puts the files back byte for byte from the backups a previous
     O(state=present) run returned, and removes files that did not exist before it. A
-    check-mode result works too (a journal written before the files were): a file whose backup
-    was never made is restored only if it changed since, which is then an error.
+    check-mode result works too (a journal written before the files were). A file whose backup
+    was never made is left alone if it did not change since, and is an error if it did.
   - Every value in both files is quoted, so no model name or argument can break them.
 author:
   - llmfleet.seats contributors (!UNKNOWN)

@@ -182,9 +182,9 @@ class Host:
         self.docker = module.get_bin_path("docker", required=True)
 
     def inspect(self, container):
+        docker_host = {k: v for k, v in self.env.items() if k == "DOCKER_HOST"}
         rc, out, dummy = self.module.run_command([self.docker, "inspect", container],
-                                                environ_update={k: v for k, v in self.env.items()
-                                                                if k == "DOCKER_HOST"})
+                                                 environ_update=docker_host)
         if rc != 0:
             return None
         return json.loads(out)[0]
