@@ -143,6 +143,7 @@ backups:
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -189,6 +190,20 @@ def _write(module, path, content, new_mode):
     if created:
         # atomic_move gives a new file the umask's mode; a .env may hold tokens.
         os.chmod(path, new_mode)
+
+
+def _remove_leftovers(project_dir):
+    """Temp files and staging directories of a run that was killed half way (the rebalance
+    lock means no other run is using them)."""
+    if not os.path.isdir(project_dir):
+        return
+    for name in os.listdir(project_dir):
+        if name.startswith(".llmfleet-"):
+            path = os.path.join(project_dir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
 
 
 def _validate(module, project_dir, contents):
@@ -241,6 +256,8 @@ def present(module):
                           "before": to_text(before or b""), "after": to_text(content)})
 
     changed = any(entry["changed"] for entry in files.values())
+    if not module.check_mode:
+        _remove_leftovers(project_dir)
     if changed and not module.check_mode:
         if not os.path.isdir(project_dir):
             os.makedirs(project_dir, 0o755)

@@ -624,6 +624,13 @@ def test_the_asr_tenant_holds_its_cap_and_transcribes(gpus, seats):
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.75 GiB." in short.output
 
 
+def test_the_asr_tenant_takes_its_cap_in_the_inventorys_units(gpus, seats):
+    """The twin sets FAKE_ASR_MEMORY from an inventory's memory_cap_bytes, e.g. 3400MB (SI)."""
+    seat = seats(None, "--memory", "3400MB", program=ASR, device="1")
+    assert [p["used_mib"] for p in gpus.processes(GPU1)] == [-(-3400 * 10 ** 6 // 2 ** 20)]
+    seat.close()
+
+
 # -- the seat's KV arithmetic against the research notes' vectors (reference §8, 8 GiB, TP=1) --
 
 REFERENCE_MODELS = {

@@ -91,7 +91,8 @@ def state(host: str) -> dict:
     files = {}
     root = Path(fleet.find_host(host).path("/srv/compose"))
     for path in sorted(root.glob("*/*")):
-        files[str(path.relative_to(root))] = path.read_bytes()
+        if path.is_file() and not path.name.startswith(".llmfleet-"):  # a killed run's temp files
+            files[str(path.relative_to(root))] = path.read_bytes()
     out = twin("exec", host, "--", "docker", "ps", "-a", "--format",
                "{{.Names}} {{.ID}} {{.State}} {{.Status}}").stdout
     containers = {}

@@ -105,3 +105,14 @@ def test_an_intent_journaled_before_the_write_restores_safely(tmp_path):
     _play(tmp_path, bigger)
     restored, _out = _play(tmp_path, None, state="restored", restore=intent["files"])
     assert restored["changed"] and env.read_bytes() == original, "written: restored byte for byte"
+
+
+def test_a_killed_runs_temp_files_are_cleared_by_the_next_write(tmp_path):
+    _play(tmp_path, SEAT)
+    project = tmp_path / "gen-small"
+    (project / ".llmfleet-validate-abc123").mkdir()
+    (project / ".llmfleet-validate-abc123" / "compose.yaml").write_text("x")
+    (project / ".llmfleet-k9x").write_text("half a file")
+    result, _out = _play(tmp_path, SEAT)
+    assert not result["changed"]
+    assert sorted(p.name for p in project.iterdir()) == [".env", "compose.yaml"]

@@ -24,7 +24,9 @@ from .engine import TORCH_OOM, torch_size
 from .gpu import MIB, Driver, NoDevice, OutOfMemory
 from .logs import stderr, stdout
 
-_UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30}
+# The units the collection's inventories use for memory_cap_bytes (binary and SI).
+_UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
+          "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9}
 
 
 def memory_size(text: str) -> int:
