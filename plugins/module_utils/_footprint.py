@@ -26,6 +26,7 @@ import math
 import os
 import struct
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, bytes_to_mib
 
 # CUDA context + NCCL/cuBLAS (~512 MiB), CUDA graphs (~512 MiB at vLLM's default capture sizes
@@ -100,17 +101,10 @@ def weights_bytes_per_gpu(seat, config_path):
 def measured_overhead_mib(seat_name, plateau, weights_mib, kv_mib):
     """Overhead per GPU seen at the plateau: the seat's process memory on each GPU less its
     weights and KV; the largest over its GPUs. None when the snapshot does not show the seat."""
-    if not plateau:
-        return None
-    held = []
-    for gpu in plateau.get("gpus", []):
-        mib = sum(p.get("used_mib") or 0 for p in gpu.get("processes") or []
-                  if seat_name in (p.get("compose_service"), p.get("compose_project")))
-        if mib:
-            held.append(mib)
+    held = seat_mib(plateau.get("gpus", [])).get(seat_name) if plateau else None
     if not held:
         return None
-    return max(max(held) - weights_mib - kv_mib, MIN_OVERHEAD_MIB)
+    return max(max(held.values()) - weights_mib - kv_mib, MIN_OVERHEAD_MIB)
 
 
 def seat_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes=None,

@@ -28,6 +28,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._footprint import (
     seat_footprint,
     weights_bytes_per_gpu,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
     KVSizingError,
     evaluate_kv_budget,
@@ -49,11 +50,6 @@ class PlanError(ValueError):
     """A plan that cannot be made; the message names the host, the seat and the reason."""
 
 
-def _held_by_seats(gpu, names):
-    return sum(p.get("used_mib") or 0 for p in gpu.get("processes") or []
-               if p.get("compose_service") in names or p.get("compose_project") in names)
-
-
 def _card_memory(host, gpus, reading, names, what):
     """Per GPU UUID from a gpu_info reading: total, reserved, and memory not ours (used less what
     the plan's seats hold)."""
@@ -65,13 +61,15 @@ def _card_memory(host, gpus, reading, names, what):
         shown = ", ".join(sorted(by_uuid)) or "no GPU"
         raise PlanError("host %s: the %s has no GPU %s; it shows %s. Are the inventory's UUIDs "
                         "this host's (llmfleet_gpus)?" % (host, what, ", ".join(missing), shown))
+    held = seat_mib(reading.get("gpus", []))
     memory = {}
     for gpu in gpus:
         card = by_uuid[gpu["uuid"]]
+        ours = sum(held.get(name, {}).get(gpu["uuid"], 0) for name in names)
         memory[gpu["uuid"]] = {
             "total": card["memory_total_mib"],
             "reserved": card.get("memory_reserved_mib") or 0,
-            "not_ours": max(card["memory_used_mib"] - _held_by_seats(card, names), 0),
+            "not_ours": max(card["memory_used_mib"] - ours, 0),
         }
     return memory
 

@@ -17,19 +17,17 @@ footprint boots first: if something does not fit, it fails before the small seat
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
+
 
 class StepsError(ValueError):
     """Inputs that do not describe one host's plan and state."""
 
 
 def seat_usage_mib(cards, seat_name):
-    """MiB each GPU (by UUID) holds for processes of this seat's compose service."""
-    usage = {}
-    for gpu in cards.get("gpus", []):
-        for process in gpu.get("processes") or []:
-            if process.get("compose_service") == seat_name or process.get("compose_project") == seat_name:
-                usage[gpu["uuid"]] = usage.get(gpu["uuid"], 0) + (process.get("used_mib") or 0)
-    return usage
+    """MiB each GPU (by UUID) holds for the seat's compose service (its name) in a gpu_info
+    result."""
+    return seat_mib((cards or {}).get("gpus", [])).get(seat_name, {})
 
 
 def rebalance_steps(plan, changed, running, cards):
@@ -51,7 +49,7 @@ def rebalance_steps(plan, changed, running, cards):
     stop_first = list(leaving)
     for name in sorted(changed & running):
         seat = seats[name]
-        held = seat_usage_mib(cards or {}, name)
+        held = seat_usage_mib(cards, name)
         moves = bool(held) and set(held) != set(seat["gpus"])
         shrinks = any(mib > seat["footprint_mib"] for mib in held.values())
         if moves or shrinks:

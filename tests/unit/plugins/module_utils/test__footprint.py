@@ -77,8 +77,9 @@ def test_declared_weights_win_and_a_missing_checkpoint_is_one_clear_error(tmp_pa
 PLATEAU = {"gpus": [
     {"uuid": "GPU-0", "processes": [{"pid": 11, "used_mib": 30500, "compose_service": "coder"},
                                     {"pid": 12, "used_mib": 3700, "compose_service": "parakeet-nemo"}]},
-    {"uuid": "GPU-1", "processes": [{"pid": 21, "used_mib": 30900, "compose_project": "coder"},
-                                    {"pid": 22, "used_mib": 410, "compose_project": "coder"}]},
+    {"uuid": "GPU-1", "processes": [
+        {"pid": 21, "used_mib": 30900, "compose_project": "coder", "compose_service": "coder"},
+        {"pid": 22, "used_mib": 410, "compose_project": "coder", "compose_service": "coder"}]},
 ]}
 
 
