@@ -1119,15 +1119,17 @@ def _refuse_impossible(problem, solver, upper, binding, min_spare_mib):
                    min_spare_mib - (room - seat.need)),
                 [ids[q] for _room, q in rooms[:seat.count]], min_spare_mib - (room - seat.need),
                 [seat.name])
+    # the Hall-type bound that binds: the same arithmetic as upper_bound(), pinned load first
     mask = sum(1 << pos for pos in binding)
-    confined = [s for s in problem.seats if s.allowed & ~mask == 0]
-    need = sum(s.need * s.count for s in confined if s.pin is None or any(p in binding for p in s.pin))
-    room = sum(problem.capacity[pos] for pos in binding)
+    confined = [s for s in solver.loose if s.allowed & ~mask == 0]
+    need = sum(s.need * s.count for s in confined)
+    room = sum(solver.base[pos] for pos in binding)
+    pinned = sum(problem.capacity[pos] for pos in binding) - room
     short = need + min_spare_mib * len(binding) - room
     raise PlacementInfeasible(
-        "GPUs %s have %d MiB, but the seats that may only use them (%s) need %d MiB plus "
-        "min_spare_mib %d on each: short by %d MiB"
-        % (", ".join(ids[pos] for pos in binding), room,
+        "GPUs %s have %d MiB besides the %d MiB of pinned seats, but the seats that may only use "
+        "them (%s) need %d MiB plus min_spare_mib %d on each: short by %d MiB"
+        % (", ".join(ids[pos] for pos in binding), room, pinned,
            ", ".join(sorted(s.name for s in confined)), need, min_spare_mib, short),
         [ids[pos] for pos in binding], short, sorted(s.name for s in confined))
 

@@ -332,8 +332,9 @@ def test_refuses_seats_confined_to_gpus_too_small_for_them_together():
     with pytest.raises(PlacementInfeasible) as refused:
         place(gpus, seats, min_spare_mib=10)
     message = str(refused.value)
-    assert message.startswith("GPUs a, b have 200 MiB, but the seats that may only use them "
-                              "(x, y, z) need 210 MiB plus min_spare_mib 10 on each")
+    assert message.startswith("GPUs a, b have 200 MiB besides the 0 MiB of pinned seats, but the "
+                              "seats that may only use them (x, y, z) need 210 MiB plus "
+                              "min_spare_mib 10 on each")
     assert refused.value.shortfall_mib == 30 and refused.value.gpus == ["a", "b"]
 
 
@@ -396,3 +397,17 @@ def test_every_input_problem_is_reported_at_once():
     message = str(refused.value)
     for part in ("min_spare_mib: expected an integer", "seat x: need_mib", "seat y: gpu"):
         assert part in message
+
+
+def test_the_shortfall_counts_a_pinned_seats_share_of_the_gpus():
+    """Found by hypothesis: a two-GPU seat pinned across the binding GPU takes 11 MiB of it, so
+    the two confined seats (50 MiB) are 1 MiB short of its 49, not 10 MiB over."""
+    gpus = [{"id": "g0", "capacity_mib": 60}, {"id": "g1", "capacity_mib": 60},
+            {"id": "g2", "capacity_mib": 60, "keep_clear": True}]
+    seats = [{"name": "s0", "need_mib": 22, "avoid_gpus": ["g0"]},
+             {"name": "s2", "need_mib": 11, "gpu_count": 2, "gpu": ["g0", "g1"]},
+             {"name": "s3", "need_mib": 28, "avoid_gpus": ["g0"]}]
+    with pytest.raises(PlacementInfeasible) as refused:
+        place(gpus, seats)
+    assert refused.value.shortfall_mib == 1 and refused.value.gpus == ["g1"]
+    assert "GPUs g1 have 49 MiB besides the 11 MiB of pinned seats" in str(refused.value)
