@@ -90,7 +90,7 @@ def host_processes(record: dict) -> dict:
 @pytest.fixture(scope="module")
 def twin_up():
     need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
-    if fleet.load_record():
+    if fleet.live_record():
         pytest.fail("a twin is already up on this machine (`tests/twin/twin status`); this test "
                     "brings up its own: run `tests/twin/twin down` first", pytrace=False)
     proc = twin("up", "--hosts", "3")
@@ -343,3 +343,33 @@ def test_down_leaves_nothing_behind(twin_up):
                                  text=True, check=True)
     assert hostlib.SUBNET + "." not in connections.stdout
     assert twin("status").stdout.strip() == "no twin is up"
+
+
+def test_a_record_that_outlived_its_twin_is_cleared_not_obeyed(tmp_path):
+    """A machine restarted (or copied from one) with a twin up keeps the record on disk while
+    the namespaces are gone and its pids may be anyone's: `up` clears it and touches nobody."""
+    need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
+    assert fleet.live_record() is None
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        hosts = [hostlib.Host(i, name) for i, name in enumerate(("twin1", "twin2"))]
+        for host in hosts:
+            host.pids = dict.fromkeys(("fakegpud", "dockerd", "sshd"), bystander.pid)
+            host.mntns.parent.mkdir(parents=True, exist_ok=True)
+            host.mntns.touch()
+            Path("/run/netns", host.netns).touch()  # what a copied disk holds: plain files
+        fleet.RECORD.write_text(json.dumps({"fleet": {"hosts": [{"name": "twin1"}, {"name": "twin2"}]},
+                                            "hosts": [h.record() for h in hosts],
+                                            "inventory": str(fleet.INVENTORY)}))
+        assert twin("status").stdout.strip() == "no twin is up"
+
+        proc = twin("up", "--hosts", "1")
+        assert proc.returncode == 0, proc.stderr
+        assert "removing the leftovers of an earlier twin" in proc.stderr
+        assert [h["name"] for h in fleet.live_record()["hosts"]] == ["twin1"]
+        assert not Path("/run/netns", hosts[1].netns).exists()
+        assert bystander.poll() is None, "a pid from the stale record was signalled"
+    finally:
+        twin("down")
+        bystander.kill()
+        bystander.wait()

@@ -76,6 +76,20 @@ def load_record() -> dict | None:
         return None
 
 
+def _stale(record: dict) -> bool:
+    """Whether the record outlived its twin: none of its hosts' namespaces exists any more (the
+    machine restarted, or this disk was copied from a machine that had a twin up). Its pids may
+    now belong to unrelated processes, so nothing may be done to them."""
+    return not any(is_mounted(h.mntns) or is_mounted("/run/netns/" + h.netns)
+                   for h in _hosts(record))
+
+
+def live_record() -> dict | None:
+    """The record of the twin that is up on this machine, if one is."""
+    record = load_record()
+    return record if record and not _stale(record) else None
+
+
 def _save_record(fleet: dict, hosts: list) -> None:
     tmp = RECORD.with_suffix(".tmp")
     tmp.write_text(json.dumps({"fleet": fleet, "hosts": [h.record() for h in hosts],
@@ -97,7 +111,7 @@ def up(fleet: dict) -> Path:
     """Bring the fleet up (or find it up already) and return the inventory's path."""
     ensure_system()
     with locked():
-        record = load_record()
+        record = live_record()
         if record:
             names = ", ".join(h["name"] for h in record["hosts"])
             broken = _unhealthy(record)
@@ -206,7 +220,7 @@ def down() -> None:
 
 
 def _teardown() -> None:
-    record = load_record()
+    record = live_record()
     hosts = _hosts(record) if record else []
     known = {h.name for h in hosts}
     strays = set(hostlib.leftover_netns())
@@ -233,7 +247,7 @@ def _teardown() -> None:
 
 # -- status --
 def status() -> dict:
-    record = load_record()
+    record = live_record()
     if not record:
         return {"up": False, "hosts": []}
     hosts = []
@@ -279,7 +293,7 @@ def format_status(report: dict) -> str:
 
 # -- reaching into a host --
 def find_host(name: str) -> Host:
-    record = load_record()
+    record = live_record()
     if not record:
         raise TwinError("no twin is up")
     for host in _hosts(record):
