@@ -28,7 +28,7 @@ sys.path.insert(0, str(TWIN_DIR))
 
 from twinlib import fleet  # noqa: E402
 
-pytestmark = [pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
 PLAYBOOK = REPO_ROOT / "playbooks" / "rebalance.yml"

@@ -334,7 +334,7 @@ def test_down_leaves_nothing_behind(twin_up):
     links = os.listdir("/sys/class/net")
     assert [link for link in links if link.startswith((hostlib.VETH_PREFIX, hostlib.BRIDGE))] == []
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        assert [line for line in handle if str(hostlib.STATE_DIR) in line] == []
+        assert [line for line in handle if str(hostlib.STATE_DIR) + "/" in line] == []
     assert not hostlib.STATE_DIR.exists()
     survivors = {pid for pids in processes.values() for pid in pids if alive(pid)}
     assert survivors == set() and not any(alive(pid) for pid in daemons)

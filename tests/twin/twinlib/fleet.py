@@ -1,6 +1,7 @@
 """The twin as a whole: `up` makes every host and writes the inventory, `down` removes all of it,
-`status` reports what runs. One twin per machine: its names (bridge, namespaces, addresses) are
-machine-wide, so a record in STATE_DIR says what exists and a lock serialises the commands."""
+`status` reports what runs. One twin per instance (host.INSTANCE): its names (bridge, namespaces,
+addresses) are machine-wide, so a record in STATE_DIR says what exists and a lock serialises the
+commands."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ SSH_DIR = STATE_DIR / "ssh"
 CLIENT_KEY = SSH_DIR / "id_ed25519"
 KNOWN_HOSTS = SSH_DIR / "known_hosts"
 INVENTORY = STATE_DIR / "inventory.yml"
-LOCK = Path("/run/lock/llmfleet-twin.lock")
+LOCK = Path("/run/lock/%s.lock" % STATE_DIR.name)
 SEAT_DIR = REPO / "tests" / "twin" / "seat"
 FAKES_BUILD = REPO / "tests" / "fakes" / "build"
 FAKE_NVIDIA_SMI = REPO / "tests" / "fakes" / "bin" / "nvidia-smi"

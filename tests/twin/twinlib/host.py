@@ -20,18 +20,29 @@ from pathlib import Path
 from .procs import (TwinError, alive, is_mounted, ns_inode, pids_in_namespaces, run, terminate,
                     wait_for)
 
-STATE_DIR = Path("/var/lib/llmfleet-twin")
+
+def _instance() -> int:
+    """Which twin of this machine (LLMFLEET_TWIN_INSTANCE, 0-9, default 0): a twin's names and
+    addresses are machine-wide, so side by side twins (two test runs) need distinct ones."""
+    value = os.environ.get("LLMFLEET_TWIN_INSTANCE", "0") or "0"
+    if value not in [str(n) for n in range(10)]:
+        raise SystemExit("twin: LLMFLEET_TWIN_INSTANCE=%r: expected one digit, 0-9" % value)
+    return int(value)
+
+
+INSTANCE = _instance()
+STATE_DIR = Path("/var/lib/llmfleet-twin" + ("-%d" % INSTANCE if INSTANCE else ""))
 NS_DIR = STATE_DIR / "ns"
 DRIVER_DIR = STATE_DIR / "driver"
 LD_CACHE = DRIVER_DIR / "ld.so.cache"
-NETNS_PREFIX = "llmtwin-"
-BRIDGE = "llmtwin0"
+NETNS_PREFIX = "llmtwin%s-" % (INSTANCE or "")
+BRIDGE = "llmtwin%d" % INSTANCE
 # A fixed address: a bridge otherwise takes its lowest port's MAC, so it changes when a host
 # leaves, and the other hosts' ARP entries for the bridge go stale mid-teardown.
-BRIDGE_MAC = "02:6c:6c:74:77:01"
-VETH_PREFIX = "ltw"
+BRIDGE_MAC = "02:6c:6c:74:77:%02x" % (INSTANCE + 1)
+VETH_PREFIX = "ltw%d-" % INSTANCE
 # RFC 2544's benchmarking range: reserved, never routed, so these addresses exist only here.
-SUBNET = "198.18.0"
+SUBNET = "198.18.%d" % INSTANCE
 BRIDGE_ADDRESS = SUBNET + ".1"
 FAKEGPU_DIR = Path(__file__).resolve().parent.parent / "fakegpu"
 # Daemons start with this environment and nothing of the caller's.

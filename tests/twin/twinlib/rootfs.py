@@ -148,7 +148,8 @@ def build_rootfs(seat_dir: Path, cache_dir: Path, programs: list) -> Path:
     stdlib = _stdlib_files()
     extensions = [f for f in stdlib if f.endswith(".so")]
     libraries = _shared_libraries([PYTHON] + list(EXTRA_BINARIES) + extensions)
-    partial = out.with_suffix(".partial")
+    # Twins coming up side by side may build the same image at once: each writes its own file.
+    partial = out.with_name("%s.%d.partial" % (out.name, os.getpid()))
     with tarfile.open(partial, "w", format=tarfile.GNU_FORMAT) as tar:
         archive = _Archive(tar)
         _top_level_links(archive)
