@@ -1,0 +1,175 @@
+"""Every gate of the rebalance fails a host on the fleet twin, and the host is rolled back: its
+files byte-identical, the seats that ran before running and healthy, the other host untouched.
+
+The module deploys the fleet first (test_rebalance_twin.py tests that deployment); each test
+starts from it and leaves it behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_ansible
+from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, gates_failed, rebalance,
+                             report_of, state, states, twin, twin_pair)
+
+pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def twin_inventory(tmp_path_factory):
+    with twin_pair() as inventory:
+        rebalance(FLEET / "hosts.yml", inventory, tmp_path_factory.mktemp("baseline"))
+        yield inventory
+
+
+@pytest.mark.parametrize("fault, failed_gate", [
+    ("oom_at_boot", ("gamma", "container_running")),
+    ("health_stuck", ("gamma", "health")),
+])
+def test_a_seat_that_fails_after_start_is_rolled_back(twin_inventory, tmp_path, fault, failed_gate):
+    before = states()
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": fault}})
+    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_health_timeout=10",
+                     check=False)
+    assert proc.returncode != 0
+    report = report_of(tmp_path)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
+    assert failed_gate in gates_failed(report)
+    assert "twin2" not in report["hosts"], "the rollout stopped at the failed host"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+def test_boot_is_not_runtime_the_long_request_probe_catches_it(twin_inventory, tmp_path):
+    """Seed 003: a seat passes every boot gate, then dies on its first long request. The
+    runtime probe sends one, and the host is rolled back."""
+    before = states()
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2,
+                                        "environment": {"FAKE_VLLM_FAULT": "oom_on_long_request"}})
+    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_runtime_probe=true",
+                     check=False)
+    assert proc.returncode != 0
+    report = report_of(tmp_path)
+    passed = {(g["seat"], g["gate"]) for g in report["hosts"]["twin1"]["gates"] if g["ok"]}
+    assert {("gamma", "health"), ("gamma", "kv_cache_tokens")} <= passed, "it passed every boot gate"
+    assert ("gamma", "runtime_probe") in gates_failed(report)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+def test_a_boot_log_that_disagrees_with_the_plan_is_rolled_back(twin_inventory, tmp_path):
+    """The checkpoint on the host is not the one planned for (a different layer count): the
+    seat boots, but its KV line differs from the plan."""
+    config = Path(fleet.find_host("twin1").path("/srv/models/llama-3.1-8b-instruct/config.json"))
+    original = config.read_text()
+    before = states()
+    swapped = json.loads(original)
+    swapped["num_hidden_layers"] = 30
+    config.write_text(json.dumps(swapped))
+    try:
+        hosts = fleet_with(tmp_path, beta={"kv_cache_memory_bytes": "9GiB"})
+        proc = rebalance(hosts, twin_inventory, tmp_path, check=False)
+    finally:
+        config.write_text(original)
+    assert proc.returncode != 0
+    report = report_of(tmp_path)
+    assert ("beta", "kv_cache_tokens") in gates_failed(report)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+def test_a_gpu_short_of_memory_before_start_is_refused_and_rolled_back(twin_inventory, tmp_path):
+    """Planned from a snapshot recorded earlier, while the card filled up since (seed 001: the
+    margin measured against the wrong number). The pre-start gate reads the card itself."""
+    snapshot = tmp_path / "twin1.json"
+    saved = run_ansible(["ansible", "twin1", "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory,
+                         "-m", "llmfleet.seats.gpu_info", "-a", "save_snapshot_path=/srv/snap.json"])
+    assert saved.returncode == 0, saved.stdout
+    shutil.copy(fleet.find_host("twin1").path("/srv/snap.json"), snapshot)
+    before = states()
+    free_gpu1 = json.loads(snapshot.read_text())["gpus"][1]["memory_free_mib"]
+    assert twin("gpu", "twin1", "--background", "1=%d" % (free_gpu1 - 1000)).returncode == 0
+    try:
+        hosts = fleet_with(tmp_path, alpha={"max_model_len": 40960})
+        proc = rebalance(hosts, twin_inventory, tmp_path / "report", "-e", "target=twin1",
+                         "-e", "seat_plan_cards_source=snapshot",
+                         "-e", "seat_plan_cards_snapshot=%s" % snapshot, check=False)
+    finally:
+        assert twin("gpu", "twin1", "--background", "1=0").returncode == 0
+    assert proc.returncode != 0
+    report = report_of(tmp_path / "report")
+    assert ("alpha", "free_mib_before_start") in gates_failed(report)
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+@pytest.fixture
+def gateway(twin_inventory, tmp_path):
+    """A real LiteLLM in front of twin1's seats, as the fleet's gateway would be."""
+    from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
+
+    hosts = {name: host for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
+             for name, host in (group.get("hosts") or {}).items()}
+    address = hosts["twin1"]["ansible_host"]
+    key = "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    # alpha's route is a thinking alias (seed 002): the gateway turns thinking on for it
+    thinking = {"extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}
+    config.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": name, "litellm_params": dict({
+            "model": "hosted_vllm/" + name, "api_base": "http://%s:%d/v1" % (address, port)}, **extra)}
+            for name, port, extra in (("alpha", 8101, thinking), ("gamma", 8103, {}))],
+        "litellm_settings": {"num_retries": 0, "request_timeout": 30},
+        "general_settings": {"master_key": key}}))
+    proxy = LiteLLMProxy(litellm_bin(), config, key)
+    yield proxy
+    stop(proxy.proc)
+
+
+def _gateway_args(gateway, routes):
+    return ["-e", json.dumps({"seat_rebalance_gateway_url": gateway.url,
+                              "seat_rebalance_gateway_api_key": gateway.master_key,
+                              "seat_rebalance_gateway_routes": routes})]
+
+
+@pytest.mark.litellm
+def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_one(
+        twin_inventory, gateway, tmp_path):
+    routes = [{"model": "alpha", "checks": ["chat", "stream", "reasoning"]},
+              {"model": "gamma", "checks": ["chat"]}]
+    # seed 002's set: a reasoning parser, and thinking off by default so prose stays in content
+    contract = {"reasoning_parser": "qwen3", "default_chat_template_kwargs": {"enable_thinking": False}}
+    hosts = fleet_with(tmp_path, alpha=dict(contract, max_model_len=8192), gamma=contract)
+    proc = rebalance(hosts, twin_inventory, tmp_path / "ok", *_gateway_args(gateway, routes))
+    assert gateway.master_key not in proc.stdout + proc.stderr, "the gateway key is never printed"
+    section = report_of(tmp_path / "ok")["hosts"]["twin1"]
+    checked = {(g["seat"], g["gate"]): g for g in section["gates"] if g["gate"].startswith("gateway_")}
+    assert set(checked) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
+                            ("route alpha", "gateway_reasoning"), ("route gamma", "gateway_chat")}
+    assert all(g["ok"] for g in checked.values()) and section["status"] == "applied"
+    assert checked[("route alpha", "gateway_reasoning")]["measured"]["reasoning_key"] == "reasoning_content", \
+        "through LiteLLM the reasoning arrives as reasoning_content (seed 002's key-name trap)"
+
+    # alpha loses its reasoning parser: its thinking lands in content, and the route says it
+    # must be split. The contract fails through the gateway and the host is rolled back.
+    before = states()
+    broken = [{"model": "alpha", "checks": ["chat", "reasoning"]}]
+    hosts = fleet_with(tmp_path / "broken", alpha={"max_model_len": 8192, "reasoning_parser": None},
+                       gamma=contract)
+    proc = rebalance(hosts, twin_inventory, tmp_path / "broken-report",
+                     *_gateway_args(gateway, broken), check=False)
+    assert proc.returncode != 0
+    assert gateway.master_key not in proc.stdout + proc.stderr
+    report = report_of(tmp_path / "broken-report")
+    assert ("route alpha", "gateway_reasoning") in gates_failed(report)
+    assert report["hosts"]["twin1"]["status"] == "rolled_back"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
