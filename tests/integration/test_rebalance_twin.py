@@ -41,8 +41,8 @@ def test_first_run_deploys_every_seat_and_passes_every_gate(twin_inventory, tmp_
         gated = {g["seat"] for g in section["gates"] if g["gate"] == "health"}
         assert gated == seats, "every seat passed the health gate"
         wait_for(lambda: all(running == "running" and healthy for _cid, running, healthy
-                              in state(host)["containers"].values()),
-                  what="docker's healthcheck to call every container on %s healthy" % host)
+                             in state(host)["containers"].values()),
+                 what="docker's healthcheck to call every container on %s healthy" % host)
     tokens = {g["seat"]: g for g in report["hosts"]["twin1"]["gates"] if g["gate"] == "kv_cache_tokens"}
     plan = {s["name"]: s for s in report["hosts"]["twin1"]["plan"]["seats"]}
     assert tokens["beta"]["measured"] == plan["beta"]["kv_cache_tokens"] == 65536, \
@@ -177,7 +177,7 @@ def test_a_host_lost_mid_run_stops_the_rollout_and_the_next_run_recovers(twin_in
 
     again = fleet_with(tmp_path / "again", alpha={"max_model_len": 28672})
     wait_for(lambda: run_ansible(["ansible", "twin1", "-i", str(again), "-i", twin_inventory,
-                                   "-m", "ping"]).returncode == 0, what="twin1 back on the network")
+                                  "-m", "ping"]).returncode == 0, what="twin1 back on the network")
     rebalance(again, twin_inventory, tmp_path / "second")
     report = report_of(tmp_path / "second")
     assert report["hosts"]["twin1"]["status"] == "applied"
