@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_ansible
 from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, rebalance, report_of,
-                             state, states, twin_pair, wait_for)
+                             state, states, twin_pair, wait_for, wait_healthy)
 
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
@@ -40,9 +40,7 @@ def test_first_run_deploys_every_seat_and_passes_every_gate(twin_inventory, tmp_
         assert section["gates"] and all(g["ok"] for g in section["gates"])
         gated = {g["seat"] for g in section["gates"] if g["gate"] == "health"}
         assert gated == seats, "every seat passed the health gate"
-        wait_for(lambda: all(running == "running" and healthy for _cid, running, healthy
-                             in state(host)["containers"].values()),
-                 what="docker's healthcheck to call every container on %s healthy" % host)
+        wait_healthy(host)
     tokens = {g["seat"]: g for g in report["hosts"]["twin1"]["gates"] if g["gate"] == "kv_cache_tokens"}
     plan = {s["name"]: s for s in report["hosts"]["twin1"]["plan"]["seats"]}
     assert tokens["beta"]["measured"] == plan["beta"]["kv_cache_tokens"] == 65536, \

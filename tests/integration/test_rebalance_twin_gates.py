@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from conftest import run_ansible
-from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, gates_failed, rebalance,
-                             report_of, state, states, twin, twin_pair)
+from support.rollout import (FLEET, HOSTS, OPERATOR, assert_rolled_back, fleet, fleet_with,
+                             gates_failed, operator_account, rebalance, report_of, state, states,
+                             twin, twin_pair, wait_healthy)
 
 pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
 
@@ -25,6 +26,8 @@ pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
 def twin_inventory(tmp_path_factory):
     with twin_pair() as inventory:
         rebalance(FLEET / "hosts.yml", inventory, tmp_path_factory.mktemp("baseline"))
+        for host in HOSTS:
+            wait_healthy(host)
         yield inventory
 
 
@@ -64,9 +67,14 @@ def test_boot_is_not_runtime_the_long_request_probe_catches_it(twin_inventory, t
     assert state("twin2") == before["twin2"]
 
 
-def test_a_boot_log_that_disagrees_with_the_plan_is_rolled_back(twin_inventory, tmp_path):
+def test_a_boot_log_that_disagrees_with_the_plan_is_rolled_back_by_an_operator_account(
+        twin_inventory, tmp_path):
     """The checkpoint on the host is not the one planned for (a different layer count): the
-    seat boots, but its KV line differs from the plan."""
+    seat boots, but its KV line differs from the plan. Run as seed 001's operator does: a
+    non-root SSH account with `-b`, root-owned 0600 .env files, and no sudo on the controller
+    (the plan, the report and the gateway checks run there as the operator)."""
+    env_file = Path(fleet.find_host("twin1").path("/srv/compose/beta/.env"))
+    assert (env_file.stat().st_uid, env_file.stat().st_mode & 0o777) == (0, 0o600)
     config = Path(fleet.find_host("twin1").path("/srv/models/llama-3.1-8b-instruct/config.json"))
     original = config.read_text()
     before = states()
@@ -74,15 +82,20 @@ def test_a_boot_log_that_disagrees_with_the_plan_is_rolled_back(twin_inventory, 
     swapped["num_hidden_layers"] = 30
     config.write_text(json.dumps(swapped))
     try:
-        hosts = fleet_with(tmp_path, beta={"kv_cache_memory_bytes": "9GiB"})
-        proc = rebalance(hosts, twin_inventory, tmp_path, check=False)
+        with operator_account(tmp_path) as operator_env:
+            hosts = fleet_with(tmp_path, beta={"kv_cache_memory_bytes": "9GiB"})
+            proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "ansible_user=" + OPERATOR,
+                             "--become", check=False, env=operator_env)
     finally:
         config.write_text(original)
     assert proc.returncode != 0
+    assert "password is required" not in proc.stdout + proc.stderr, \
+        "a controller task asked for sudo: " + proc.stdout[-3000:]
     report = report_of(tmp_path)
     assert ("beta", "kv_cache_tokens") in gates_failed(report)
     assert report["hosts"]["twin1"]["status"] == "rolled_back"
     assert_rolled_back(before["twin1"])
+    assert (env_file.stat().st_uid, env_file.stat().st_mode & 0o777) == (0, 0o600)
     assert state("twin2") == before["twin2"]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -63,14 +65,14 @@ def fleet_with(tmp_path: Path, **edits) -> Path:
 
 
 def rebalance(hosts: Path, twin_inventory: str, report: Path, *extra: str, check: bool = True,
-              background: bool = False):
+              background: bool = False, env: dict | None = None):
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(hosts), "-i", twin_inventory,
            str(PLAYBOOK), "-e", "llmfleet_report_dir=%s" % report] + list(extra)
     if background:
-        return subprocess.Popen(cmd, cwd=REPO_ROOT, env=ansible_env(), stdout=subprocess.PIPE,
+        return subprocess.Popen(cmd, cwd=REPO_ROOT, env=ansible_env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True,
-                          timeout=900, check=False)
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(env), capture_output=True,
+                          text=True, timeout=900, check=False)
     if check:
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     return proc
@@ -94,6 +96,13 @@ def state(host: str) -> dict:
         name, cid, running, status = line.split(" ", 3)
         containers[name] = (cid, running, "(healthy)" in status)
     return {"files": files, "containers": containers}
+
+
+def wait_healthy(host: str) -> None:
+    """Until docker's healthcheck calls every container of the host healthy (every few seconds)."""
+    wait_for(lambda: all(running == "running" and healthy
+                         for _cid, running, healthy in state(host)["containers"].values()),
+             what="docker's healthcheck to call every container on %s healthy" % host)
 
 
 def states() -> dict:
@@ -128,3 +137,42 @@ def wait_for(condition, timeout=120, what="condition"):
             return
         time.sleep(0.5)
     raise AssertionError("timed out waiting for %s" % what)
+
+
+OPERATOR = "llmfleet-op"
+
+
+@contextlib.contextmanager
+def operator_account(tmp_path: Path):
+    """Seed 001's operator: a non-root account that SSHes to the GPU hosts and becomes root there
+    (passwordless sudo), on a controller where sudo asks for a password. Twin hosts share this
+    machine's accounts, so the account is made here (and removed after, if this made it).
+    Yields the environment for ansible-playbook: ansible skips become between equal users, so
+    BECOME_ALLOW_SAME_USER makes a controller task with become meet that sudo, as it would on
+    the operator's own workstation."""
+    need_root_and("useradd", "userdel", "sudo")
+    try:
+        pwd.getpwnam(OPERATOR)
+        made = False
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", OPERATOR], check=True)
+        subprocess.run(["usermod", "--password", "*", OPERATOR], check=True)  # no password, not locked
+        made = True
+    sudoers = Path("/etc/sudoers.d") / OPERATOR
+    sudoers.write_text("%s ALL=(ALL) NOPASSWD: ALL\n" % OPERATOR)
+    os.chmod(sudoers, 0o440)
+    controller_bin = tmp_path / "controller-bin"
+    controller_bin.mkdir()
+    (controller_bin / "sudo").write_text('#!/bin/sh\necho "sudo: a password is required" >&2\nexit 1\n')
+    os.chmod(controller_bin / "sudo", 0o755)
+    try:
+        yield {"PATH": "%s:%s" % (controller_bin, ansible_env()["PATH"]),
+               "ANSIBLE_BECOME_ALLOW_SAME_USER": "true"}
+    finally:
+        sudoers.unlink()
+        if made:
+            # its SSH sessions on the twin hosts outlive the run (ControlPersist)
+            subprocess.run(["pkill", "-KILL", "-u", OPERATOR], check=False)
+            wait_for(lambda: subprocess.run(["userdel", "--remove", OPERATOR], check=False,
+                                            capture_output=True).returncode == 0,
+                     timeout=30, what="userdel " + OPERATOR)

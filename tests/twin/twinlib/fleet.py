@@ -152,11 +152,16 @@ def _driver_library() -> None:
 
 
 def _client_key() -> None:
+    """One key for every account of every host: sshd reads authorized_keys as the user logging
+    in, so the file is world-readable (an operator's non-root account works as root's does);
+    the private key stays root's."""
     SSH_DIR.mkdir(parents=True, exist_ok=True)
-    os.chmod(SSH_DIR, 0o700)
+    os.chmod(SSH_DIR, 0o755)
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmfleet-twin", "-f",
          str(CLIENT_KEY)])
-    (SSH_DIR / "authorized_keys").write_text((SSH_DIR / "id_ed25519.pub").read_text())
+    authorized = SSH_DIR / "authorized_keys"
+    authorized.write_text((SSH_DIR / "id_ed25519.pub").read_text())
+    os.chmod(authorized, 0o644)
 
 
 def _build(fleet: dict) -> None:
