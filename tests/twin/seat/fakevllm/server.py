@@ -465,6 +465,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if model not in api.served_names:
             raise RequestError(404, "NotFoundError", "The model `%s` does not exist." % model, "model")
         tools = request.get("tools")
+        # Tools without a tool_choice mean "auto" (chat_completion/protocol.py, check_tool_usage).
         tool_choice = request.get("tool_choice", "auto" if tools else "none")
         if tools and tool_choice not in (None, "none") and not seat.tool_parsing:
             if tool_choice == "auto":
