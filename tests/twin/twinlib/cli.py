@@ -48,7 +48,9 @@ def _gpu_of(host: fleet.Host, token: str) -> str:
 
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(prog="twin", description="The fleet twin: hosts reached "
-                                     "over SSH, with dockerd and simulated GPUs (docs/twin.md).")
+                                     "over SSH, with dockerd and simulated GPUs (docs/twin.md). "
+                                     "LLMFLEET_TWIN_INSTANCE=N (0-9, now %d) picks which of this "
+                                     "machine's twins a command acts on." % fleet.hostlib.INSTANCE)
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="bring the twin up; prints the inventory path last")
     up.add_argument("--hosts", type=int, metavar="N", help="number of hosts")
