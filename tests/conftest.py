@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from support.interrupt import pytest_configure  # noqa: F401 (SIGTERM tears the fixtures down)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO_ROOT / ".build" / "collections"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -33,6 +35,9 @@ def ansible_env(extra: dict | None = None) -> dict:
         # Local runs use the venv's python (interpreter discovery would find pyenv shims);
         # inventories of remote hosts set their own ansible_python_interpreter.
         "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
+        # A twin brought up by this test run is this pytest's: if it is killed before its
+        # fixtures tear the twin down, the next `twin up` removes it (tests/twin/twinlib/fleet.py).
+        "LLMFLEET_TWIN_OWNER": str(os.getpid()),
     })
     env.update(extra or {})
     return env

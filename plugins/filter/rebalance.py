@@ -2,15 +2,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The rebalance role's arithmetic: boot order, what changed, gateway results as gates, and a
-compact view of the cards for the report. Thin wrappers over plugins/module_utils/_steps.py and
-_gates.py; each filter has its own YAML doc."""
+"""The rebalance role's arithmetic: boot order, what changed, where a rollback left the host,
+gateway results as gates, and a compact view of the cards for the report. Thin wrappers over
+plugins/module_utils/_steps.py, _rollback.py and _gates.py; each filter has its own YAML doc."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._gates import gate
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollback import (
+    RollbackError,
+    rollback_outcome,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._steps import (
     StepsError,
     rebalance_steps,
@@ -22,6 +26,15 @@ def _rebalance_steps(plan, changed, running, cards):
         return rebalance_steps(plan, changed, running, cards)
     except StepsError as exc:
         raise AnsibleFilterError("rebalance_steps: %s" % exc)
+
+
+def _rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before, touched,
+                      timeout):
+    try:
+        return rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before,
+                                touched, timeout)
+    except RollbackError as exc:
+        raise AnsibleFilterError("rollback_outcome: %s" % exc)
 
 
 def changed_seat_files(files_by_seat):
@@ -87,6 +100,7 @@ class FilterModule:
     def filters(self):
         return {
             "rebalance_steps": _rebalance_steps,
+            "rollback_outcome": _rollback_outcome,
             "changed_seat_files": changed_seat_files,
             "journal_files": journal_files,
             "seat_file_backups": seat_file_backups,

@@ -100,22 +100,31 @@ def models_gate(seat, models):
                     ", ".join("%s (%s)" % (k, v) for k, v in sorted(expected.items()))))
 
 
+def _logged(value, sentence):
+    """The sentence about a value the boot log gave, or why there is none."""
+    return "the boot log has no such line" if value is None else sentence
+
+
 def boot_log_gates(seat, boot):
     """The boot log's reserved KV and capacity line equal the plan; no OOM or fall-back."""
     name = seat["name"]
     planned = seat["kv_cache_memory_bytes"]
     gates = [
         gate(name, "kv_reserved", reserved_matches(planned, boot), boot.get("kv_cache_memory_bytes"),
-             planned, "the log's reserved KV line says %s GiB (%s bytes); the plan pins %s bytes"
-             % (boot.get("reserved_kv_gib"), boot.get("kv_cache_memory_bytes"), planned)),
+             planned, "%s; the plan pins %s bytes" % (_logged(
+                 boot.get("kv_cache_memory_bytes"), "the log's reserved KV line says %s GiB (%s bytes)"
+                 % (boot.get("reserved_kv_gib"), boot.get("kv_cache_memory_bytes"))), planned)),
         gate(name, "kv_cache_tokens", boot.get("kv_cache_tokens") == seat["kv_cache_tokens"],
              boot.get("kv_cache_tokens"), seat["kv_cache_tokens"],
-             "the log's GPU KV cache size is %s tokens; the plan computed %s"
-             % (_num(boot.get("kv_cache_tokens")), _num(seat["kv_cache_tokens"]))),
+             "%s; the plan computed %s" % (_logged(
+                 boot.get("kv_cache_tokens"), "the log's GPU KV cache size is %s tokens"
+                 % _num(boot.get("kv_cache_tokens"))), _num(seat["kv_cache_tokens"]))),
         gate(name, "max_concurrency", boot.get("max_concurrency") == seat["max_concurrency"],
              boot.get("max_concurrency"), seat["max_concurrency"],
-             "the log's maximum concurrency is %sx at %s tokens; the plan computed %sx"
-             % (boot.get("max_concurrency"), _num(boot.get("max_model_len")), seat["max_concurrency"])),
+             "%s; the plan computed %sx" % (_logged(
+                 boot.get("max_concurrency"), "the log's maximum concurrency is %sx at %s tokens"
+                 % (boot.get("max_concurrency"), _num(boot.get("max_model_len")))),
+                 seat["max_concurrency"])),
         gate(name, "no_oom", boot.get("oom_events", 0) == 0 and boot.get("autotuner_oom_fallbacks", 0) == 0,
              {"oom_events": boot.get("oom_events", 0),
               "autotuner_oom_fallbacks": boot.get("autotuner_oom_fallbacks", 0)},

@@ -167,6 +167,21 @@ def report_markdown(report):
             lines.append("none ran")
         lines += ["", "### What was done", ""]
         lines += ["- %s" % action for action in section.get("actions") or []] or ["nothing"]
+        rollback = section.get("rollback") or {}
+        if rollback:
+            lines += ["", "### Rollback: %s" % ("complete, the host is as it was" if rollback.get("complete")
+                                                else "**INCOMPLETE**, the host is NOT as it was"), ""]
+            lines += ["| seat | file or seat | state | ok | detail |", "|---|---|---|---|---|"]
+            for entry in rollback.get("files") or []:
+                lines.append("| %s | `%s` | %s | %s | %s |" % (
+                    entry["seat"], entry["file"], entry["state"], "yes" if entry["ok"] else "**NO**",
+                    _cell(entry["detail"])))
+            for entry in rollback.get("seats") or []:
+                lines.append("| %s | seat (wanted %s) | %s | %s | %s |" % (
+                    entry["seat"], entry["wanted"], entry["state"], "yes" if entry["ok"] else "**NO**",
+                    _cell(entry["detail"])))
+            if rollback.get("problems"):
+                lines += [""] + ["- %s" % problem for problem in rollback["problems"]]
         lines += ["", "### Backups written", ""]
         lines += ["- `%s`" % path for path in section.get("backups") or []] or ["none"]
         for when in ("before", "after"):

@@ -170,7 +170,7 @@ def main():
     if holder is not None and not module.params["force"]:
         module.fail_json(
             msg="another rebalance holds %s: run %s from %s (pid %s) since %s; if that run is dead, "
-                "re-run with -e llmfleet_rebalance_break_lock=true"
+                "re-run with -e seat_rebalance_break_lock=true"
                 % (path, holder.get("run_id"), holder.get("controller", {}).get("host", "?"),
                    holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")),
             acquired=False, held_by=holder)

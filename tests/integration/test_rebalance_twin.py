@@ -110,6 +110,8 @@ def test_a_concurrent_run_is_refused_before_it_touches_anything(twin_inventory, 
         second = rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "second", check=False)
         assert second.returncode != 0
         assert "another rebalance holds /srv/llmfleet/rebalance.lock" in second.stdout
+        assert "re-run with -e seat_rebalance_break_lock=true" in second.stdout, \
+            "the refusal names the variable the role reads"
         out = first.communicate(timeout=600)[0]
         assert first.returncode == 0, out[-4000:]
     finally:

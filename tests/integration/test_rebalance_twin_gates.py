@@ -6,6 +6,7 @@ starts from it and leaves it behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,8 +17,8 @@ import yaml
 
 from conftest import run_ansible
 from support.rollout import (FLEET, HOSTS, OPERATOR, assert_rolled_back, fleet, fleet_with,
-                             gates_failed, operator_account, rebalance, report_of, state, states,
-                             twin, twin_pair, wait_healthy)
+                             gates_failed, live, operator_account, rebalance, report_of, state,
+                             states, twin, twin_pair, wait_healthy)
 
 pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
 
@@ -31,20 +32,96 @@ def twin_inventory(tmp_path_factory):
         yield inventory
 
 
-@pytest.mark.parametrize("fault, failed_gate", [
-    ("oom_at_boot", ("gamma", "container_running")),
-    ("health_stuck", ("gamma", "health")),
-])
-def test_a_seat_that_fails_after_start_is_rolled_back(twin_inventory, tmp_path, fault, failed_gate):
+def test_a_seat_that_dies_at_boot_is_rolled_back(twin_inventory, tmp_path):
+    """torch's OOM allocating the KV cache: the container exits, and the gate sees it exit (it
+    does not wait out the health timeout)."""
     before = states()
-    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": fault}})
-    proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_health_timeout=10",
-                     check=False)
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    proc = rebalance(hosts, twin_inventory, tmp_path, check=False)
     assert proc.returncode != 0
     report = report_of(tmp_path)
     assert report["hosts"]["twin1"]["status"] == "rolled_back"
-    assert failed_gate in gates_failed(report)
+    assert ("gamma", "container_running") in gates_failed(report)
     assert "twin2" not in report["hosts"], "the rollout stopped at the failed host"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+@contextlib.contextmanager
+def slow_contexts(host: str, seconds: int):
+    """Every GPU of the host takes ``seconds`` to give a process its CUDA context, as a card
+    just back from a reset does: every seat (re)started meanwhile is that much slower to boot."""
+    indices = [gpu["index"] for gpu in json.loads(twin("status", "--json").stdout)["hosts"][
+        HOSTS.index(host)]["gpus"]]
+    faults = {"slow_context_s": {str(index): seconds for index in indices}}
+    assert twin("gpu", host, "--faults", json.dumps(faults)).returncode == 0
+    try:
+        yield
+    finally:
+        assert twin("gpu", host, "--faults", "{}").returncode == 0
+
+
+def test_a_rollback_waits_for_a_slow_restart_with_its_own_patience(twin_inventory, tmp_path):
+    """gamma's /health stays 503 and the forward gate gives up after 10 s. The gamma the
+    rollback brings back needs over 30 s to boot: the rollback waits for it with its own
+    patience, restores the files, and says so."""
+    before = states()
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": "health_stuck"}})
+    with slow_contexts("twin1", 30):
+        proc = rebalance(hosts, twin_inventory, tmp_path, "-e", "seat_rebalance_health_timeout=10",
+                         check=False)
+    assert proc.returncode != 0
+    report = report_of(tmp_path)
+    section = report["hosts"]["twin1"]
+    assert ("gamma", "health") in gates_failed(report)
+    assert section["status"] == "rolled_back", section["error"]
+    assert "files restored: gamma" in section["actions"]
+    assert "running and healthy again: gamma" in section["actions"]
+    assert section["rollback"]["complete"] and section["rollback"]["problems"] == []
+    assert {(f["seat"], f["file"]): f["state"] for f in section["rollback"]["files"]
+            if f["seat"] == "gamma"}[("gamma", ".env")] == "restored"
+    assert [(s["seat"], s["state"], s["ok"]) for s in section["rollback"]["seats"]] == [
+        ("gamma", "running (healthy)", True)]
+    assert "twin2" not in report["hosts"], "the rollout stopped at the failed host"
+    assert_rolled_back(before["twin1"])
+    assert state("twin2") == before["twin2"]
+
+
+def test_a_seat_the_rollback_cannot_bring_back_is_reported_as_it_is(twin_inventory, tmp_path):
+    """The gamma the rollback brings back is not healthy within the rollback's patience. The
+    files are back all the same; the host is `failed`, and the report says which seat is in
+    which state. The lock stays with its journal, and the next run, once gamma is up, takes
+    it over and finds nothing to change."""
+    before = states()
+    hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": "health_stuck"}})
+    with slow_contexts("twin1", 900):
+        proc = rebalance(hosts, twin_inventory, tmp_path / "window", "-e",
+                         "seat_rebalance_health_timeout=10", "-e", "seat_rebalance_rollback_timeout=15",
+                         check=False)
+        after = state("twin1")
+    assert proc.returncode != 0
+    section = report_of(tmp_path / "window")["hosts"]["twin1"]
+    assert section["status"] == "failed"
+    rollback = section["rollback"]
+    assert not rollback["complete"]
+    assert all(f["ok"] for f in rollback["files"]) and live(after["files"]) == live(before["twin1"]["files"]), \
+        "the files are back even though a seat is not"
+    (gamma,) = rollback["seats"]
+    assert gamma == {"seat": "gamma", "wanted": "running and healthy", "state": "running (health: starting)",
+                     "ok": False, "detail": "not healthy within the rollback's 15 s"}
+    assert "the rollback is INCOMPLETE: gamma: wanted running and healthy, is running (health: starting)" \
+        in section["error"]
+    markdown = (tmp_path / "window" / "report.md").read_text()
+    assert "### Rollback: **INCOMPLETE**, the host is NOT as it was" in markdown
+    assert "| gamma | seat (wanted running and healthy) | running (health: starting) | **NO** |" in markdown
+
+    lock = Path(fleet.find_host("twin1").path("/srv/llmfleet/rebalance.lock"))
+    assert "journal" in json.loads(lock.read_text()), "the lock keeps the journal for the next run"
+
+    wait_healthy("twin1")  # the card gives gamma its context now
+    rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "next")
+    assert report_of(tmp_path / "next")["hosts"]["twin1"]["status"] == "unchanged"
+    assert not lock.exists()
     assert_rolled_back(before["twin1"])
     assert state("twin2") == before["twin2"]
 

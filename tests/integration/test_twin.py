@@ -90,7 +90,7 @@ def host_processes(record: dict) -> dict:
 @pytest.fixture(scope="module")
 def twin_up():
     need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
-    if fleet.live_record():
+    if fleet.record_in_use():
         pytest.fail("a twin is already up on this machine (`tests/twin/twin status`); this test "
                     "brings up its own: run `tests/twin/twin down` first", pytrace=False)
     proc = twin("up", "--hosts", "3")
@@ -373,3 +373,32 @@ def test_a_record_that_outlived_its_twin_is_cleared_not_obeyed(tmp_path):
         twin("down")
         bystander.kill()
         bystander.wait()
+
+
+def test_a_twin_whose_owner_was_killed_is_cleared_by_the_next_up():
+    """A test or script killed outright (SIGKILL: no trap, no finally) leaves its twin up. The
+    twin names its owner, so the next `up`, even of another fleet, removes it instead of
+    refusing to start beside it; a twin whose owner lives is still refused."""
+    need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
+    owner = subprocess.Popen(["sleep", "600"])
+    try:
+        first = twin("up", "--hosts", "1", "--owner", str(owner.pid))
+        assert first.returncode == 0, first.stderr
+        assert fleet.record_in_use()["owner"]["pid"] == owner.pid
+        assert "owner pid %d" % owner.pid in twin("status").stdout
+        refused = twin("up", "--hosts", "2")
+        assert refused.returncode == 1 and "a different twin is already up" in refused.stderr
+
+        owner.kill()
+        owner.wait()
+        assert fleet.record_in_use() is None
+        assert "(gone: leftovers" in twin("status").stdout
+        second = twin("up", "--hosts", "2")
+        assert second.returncode == 0, second.stderr
+        assert "(pid %d) is gone: removing its leftovers" % owner.pid in second.stderr
+        assert [h["name"] for h in fleet.live_record()["hosts"]] == ["twin1", "twin2"]
+    finally:
+        owner.kill()
+        owner.wait()
+        twin("down")
+    assert twin("status").stdout.strip() == "no twin is up"

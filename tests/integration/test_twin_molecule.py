@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.twin, pytest.mark.slow]
 
 def test_molecule_default_scenario_converges_idempotently_and_verifies():
     need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
-    if fleet.live_record():
+    if fleet.record_in_use():
         pytest.fail("a twin is already up on this machine (`tests/twin/twin status`); the "
                     "scenario brings up its own: run `tests/twin/twin down` first", pytrace=False)
     proc = subprocess.run([str(VENV_BIN / "molecule"), "test"], cwd=REPO_ROOT, env=ansible_env(

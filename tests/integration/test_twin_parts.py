@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -261,6 +262,32 @@ def test_background_memory_and_a_lost_gpu(driver):
     state = read_state(driver["state"])
     assert state["faults"] == {"gpu_lost": [1]} and state["gpus"][0]["background_used_mib"] == 143000
     client.close()
+
+
+def test_a_slow_context_holds_only_context_creation_on_that_gpu_until_the_fault_clears(driver):
+    gpu0, gpu1 = driver["uuids"]
+    control = DriverClient(driver["socket"])
+    assert control(op="set_faults", faults={"slow_context_s": {"0": 600}}) == {"ok": True}
+    assert control(op="set_faults", faults={"slow_context_s": {"0": -1}})["error"].startswith(
+        "bad request: slow_context_s")
+    assert control(op="set_faults", faults={"slow_context_s": {"0": 600}}) == {"ok": True}
+    seat = DriverClient(driver["socket"])
+    seat.sock.sendall(json.dumps({"op": "alloc", "uuid": gpu0, "mib": 512, "tag": "cuda_context"})
+                      .encode() + b"\n")
+    # Meanwhile the driver answers everyone else, and a context on the other GPU is not held.
+    other = DriverClient(driver["socket"])
+    assert other(op="alloc", uuid=gpu1, mib=512, tag="cuda_context")["ok"]
+    assert other(op="alloc", uuid=gpu0, mib=10, tag="kv")["ok"]
+    assert select.select([seat.sock], [], [], 0)[0] == [], "the context is held"
+    assert control(op="set_faults", faults={}) == {"ok": True}
+    assert json.loads(seat.reader.readline()) == {"ok": True, "used_mib": 512}
+
+    assert control(op="set_faults", faults={"slow_context_s": {"0": 0.5}}) == {"ok": True}
+    started = time.monotonic()
+    assert seat(op="alloc", uuid=gpu0, mib=1, tag="cuda_context")["ok"]
+    assert time.monotonic() - started >= 0.5
+    for client in (control, seat, other):
+        client.close()
 
 
 # -- the runtime hook --

@@ -11,6 +11,11 @@ Requests (contract):          {"op": "list"} | {"op": "mem_get_info", "uuid": U}
 Twin extensions (docs/twin.md): {"op": "set_background", "uuid": U, "mib": N}   memory nobody owns
                               {"op": "set_faults", "faults": {...}}            state.json's faults
 
+The faults the driver itself acts on: "gpu_lost": [index, ...] refuses every request on those
+GPUs; "slow_context_s": {"index": seconds} makes creating a CUDA context there (an alloc tagged
+"cuda_context") take that long, as a card that just came back from a reset does; the wait ends
+early when the faults change.
+
 Run: python3 fakegpud.py --initial gpus.json [--state PATH] [--socket PATH]
 """
 
@@ -25,11 +30,14 @@ import socketserver
 import struct
 import sys
 import threading
+import time
 
 MAX_LINE = 65536
 OUT_OF_MEMORY = "out of memory"
 # What the real driver reports once a card has dropped out (Xid 79).
 GPU_LOST = "GPU has fallen off the bus"
+# The tag a seat's first allocation on a GPU carries: its CUDA context.
+CONTEXT_TAG = "cuda_context"
 
 
 class Driver:
@@ -40,6 +48,7 @@ class Driver:
         self._state_path = state_path
         self._gpus = {gpu["uuid"]: gpu for gpu in state["gpus"]}
         self._lock = threading.Lock()
+        self._faults_changed = threading.Condition(self._lock)
         # connection id -> {"pid": host pid, "name": process name, "mib": {uuid: MiB}}
         self._holders: dict = {}
         self._write_locked()
@@ -95,9 +104,22 @@ class Driver:
             return {"ok": False, "error": "unknown op %r" % (op,)}
         with self._lock:
             try:
+                if op == "alloc" and request.get("tag") == CONTEXT_TAG:
+                    self._wait_for_slow_context(request)
                 return handler(conn_id, request)
             except _Refused as refusal:
                 return refusal.reply
+
+    def _wait_for_slow_context(self, request: dict) -> None:
+        """Hold a context creation for the GPU's slow_context_s (the lock is released meanwhile)."""
+        started = time.monotonic()
+        while True:
+            index = str(self._gpus[self._device(request)]["index"])
+            delay = self._state["faults"].get("slow_context_s", {}).get(index, 0)
+            remaining = started + delay - time.monotonic()
+            if remaining <= 0:
+                return
+            self._faults_changed.wait(remaining)
 
     def _device(self, request: dict) -> str:
         uuid = request.get("uuid")
@@ -159,8 +181,13 @@ class Driver:
         faults = request.get("faults")
         if not isinstance(faults, dict):
             raise _Refused("bad request: faults must be an object")
+        slow = faults.get("slow_context_s", {})
+        if not (isinstance(slow, dict) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in slow.values())):
+            raise _Refused('bad request: slow_context_s must be {"<GPU index>": seconds >= 0}')
         self._state["faults"] = faults
         self._write_locked()
+        self._faults_changed.notify_all()
         return {"ok": True}
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -58,6 +59,10 @@ def main(argv: list | None = None) -> int:
     shape.add_argument("--spec", metavar="FILE", help="JSON spec of hosts and GPUs")
     shape.add_argument("--inventory", metavar="PATH",
                        help="an Ansible inventory: a twin of its hosts with llmfleet_gpus")
+    owner = os.environ.get("LLMFLEET_TWIN_OWNER", "")
+    up.add_argument("--owner", type=int, metavar="PID", default=int(owner) if owner.isdigit() else None,
+                    help="the process whose twin this is (default: $LLMFLEET_TWIN_OWNER): once it "
+                         "is gone, the next `up` removes the twin as leftovers")
     commands.add_parser("down", help="remove everything the twin made")
     status = commands.add_parser("status", help="hosts, daemons, GPUs and containers")
     status.add_argument("--json", action="store_true", help="machine-readable")
@@ -73,9 +78,11 @@ def main(argv: list | None = None) -> int:
 
     try:
         if args.command == "up":
+            # stopped half way, `up` removes what it made (fleet.up catches the exit)
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
             raw = _inventory_spec(args.inventory) if args.inventory else _load_spec(args.spec)
             fleet_spec = parse_spec(raw, args.hosts)
-            print(fleet.up(fleet_spec))
+            print(fleet.up(fleet_spec, args.owner))
         elif args.command == "down":
             fleet.down()
         elif args.command == "status":

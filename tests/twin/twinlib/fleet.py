@@ -1,7 +1,12 @@
 """The twin as a whole: `up` makes every host and writes the inventory, `down` removes all of it,
 `status` reports what runs. One twin per instance (host.INSTANCE): its names (bridge, namespaces,
 addresses) are machine-wide, so a record in STATE_DIR says what exists and a lock serialises the
-commands."""
+commands.
+
+A twin brought up for a test or a script names its owner (`up --owner PID`, or
+LLMFLEET_TWIN_OWNER): the process whose twin it is. Once that process is gone, killed before it
+could tear its twin down, the twin is a leftover and the next `up` removes it instead of
+refusing to start beside it. A twin without an owner (brought up by hand) stays until `down`."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from pathlib import Path
 
 from . import host as hostlib
 from .host import HOST_ENV, NS_DIR, STATE_DIR, Host
-from .procs import TwinError, alive, is_mounted, run, wait_for
+from .procs import TwinError, alive, is_mounted, run, start_time, wait_for
 from .rootfs import build_rootfs
 from .spec import gpu_state
 
@@ -91,10 +96,31 @@ def live_record() -> dict | None:
     return record if record and not _stale(record) else None
 
 
-def _save_record(fleet: dict, hosts: list) -> None:
+def owner_of(pid: int) -> dict:
+    """What the record keeps of an owner: its pid and when it started."""
+    started = start_time(pid)
+    if started is None:
+        raise TwinError("--owner %d: no such process" % pid)
+    return {"pid": pid, "start_time": started}
+
+
+def _orphaned(record: dict) -> bool:
+    """Whether the process that owns the twin is gone (a twin without an owner never is)."""
+    owner = record.get("owner")
+    return bool(owner) and (not alive(owner["pid"])
+                            or start_time(owner["pid"]) != owner["start_time"])
+
+
+def record_in_use() -> dict | None:
+    """The record of a twin that is up and still wanted: not stale, its owner (if any) alive."""
+    record = live_record()
+    return record if record and not _orphaned(record) else None
+
+
+def _save_record(fleet: dict, hosts: list, owner: dict | None) -> None:
     tmp = RECORD.with_suffix(".tmp")
     tmp.write_text(json.dumps({"fleet": fleet, "hosts": [h.record() for h in hosts],
-                               "inventory": str(INVENTORY)}, indent=1) + "\n")
+                               "inventory": str(INVENTORY), "owner": owner}, indent=1) + "\n")
     tmp.replace(RECORD)
 
 
@@ -108,11 +134,18 @@ def _unhealthy(record: dict) -> list:
 
 
 # -- up --
-def up(fleet: dict) -> Path:
-    """Bring the fleet up (or find it up already) and return the inventory's path."""
+def up(fleet: dict, owner_pid: int | None = None) -> Path:
+    """Bring the fleet up (or find it up already) and return the inventory's path; with
+    ``owner_pid``, the twin is that process's (see the module's docstring)."""
     ensure_system()
+    owner = owner_of(owner_pid) if owner_pid else None
     with locked():
         record = live_record()
+        if record and _orphaned(record):
+            say("the process that brought this twin up (pid %d) is gone: removing its leftovers"
+                % record["owner"]["pid"])
+            _teardown()
+            record = None
         if record:
             names = ", ".join(h["name"] for h in record["hosts"])
             broken = _unhealthy(record)
@@ -129,7 +162,7 @@ def up(fleet: dict) -> Path:
             _teardown()
         started = time.monotonic()
         try:
-            _build(fleet)
+            _build(fleet, owner)
         except BaseException:
             say("bring-up failed; removing what was made")
             _teardown()
@@ -164,11 +197,11 @@ def _client_key() -> None:
     os.chmod(authorized, 0o644)
 
 
-def _build(fleet: dict) -> None:
+def _build(fleet: dict, owner: dict | None) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(STATE_DIR, 0o755)
     hosts = [Host(i, h["name"]) for i, h in enumerate(fleet["hosts"])]
-    _save_record(fleet, hosts)
+    _save_record(fleet, hosts, owner)
     _client_key()
     _driver_library()
     tarball = build_rootfs(SEAT_DIR, CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
@@ -178,7 +211,7 @@ def _build(fleet: dict) -> None:
     for host, spec_host in zip(hosts, fleet["hosts"]):
         host.create(gpu_state(spec_host, fleet["driver"]), SSH_DIR, nvidia_smi)
         host.start()
-        _save_record(fleet, hosts)
+        _save_record(fleet, hosts, owner)
 
     def finish(host: Host) -> None:
         host.wait_ready()
@@ -264,7 +297,9 @@ def status() -> dict:
             "gpus": (host.gpu_state() or {}).get("gpus", []) if daemons.get("fakegpud") else [],
             "containers": host.containers() if daemons.get("dockerd") else [],
         })
-    return {"up": True, "inventory": record["inventory"], "hosts": hosts}
+    owner = record.get("owner")
+    return {"up": True, "inventory": record["inventory"], "hosts": hosts,
+            "owner": dict(owner, gone=_orphaned(record)) if owner else None}
 
 
 def _labels(container: dict) -> dict:
@@ -275,7 +310,11 @@ def _labels(container: dict) -> dict:
 def format_status(report: dict) -> str:
     if not report["up"]:
         return "no twin is up"
-    lines = ["twin: %d host(s); inventory %s" % (len(report["hosts"]), report["inventory"])]
+    owner = report["owner"]
+    lines = ["twin: %d host(s); inventory %s%s" % (
+        len(report["hosts"]), report["inventory"],
+        "" if not owner else "; owner pid %d%s" % (
+            owner["pid"], " (gone: leftovers, the next `up` removes them)" if owner["gone"] else ""))]
     for host in report["hosts"]:
         lines.append("%s  %s  %s" % (host["name"], host["address"], "  ".join(
             "%s %s" % (name, "up" if ok else "DOWN") for name, ok in host["daemons"].items())))

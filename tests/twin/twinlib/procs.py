@@ -44,6 +44,16 @@ def _parent_and_state(pid: int) -> tuple:
         return None, None
 
 
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, who it is, since a pid
+    may be reused once its process is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def alive(pid: int | None) -> bool:
     """True while the process exists and is not a zombie."""
     if not pid:

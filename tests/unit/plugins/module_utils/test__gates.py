@@ -61,6 +61,15 @@ def test_boot_log_gates_compare_the_plan_exactly():
     assert "2 OOM event(s)" in _gates.summary(_gates.boot_log_gates(SEAT, oom))
 
 
+def test_boot_log_gates_say_a_line_is_missing_rather_than_print_none():
+    details = {g["gate"]: g["detail"] for g in _gates.boot_log_gates(SEAT, {"oom_events": 0})}
+    assert details["kv_reserved"] == "the boot log has no such line; the plan pins %d bytes" \
+        % SEAT["kv_cache_memory_bytes"]
+    assert details["kv_cache_tokens"].startswith("the boot log has no such line; the plan computed")
+    assert details["max_concurrency"].startswith("the boot log has no such line; the plan computed")
+    assert "None" not in " ".join(details.values())
+
+
 def test_models_gate_wants_every_name_with_the_planned_length():
     ok = _gates.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 40960}]})
     assert ok["ok"]

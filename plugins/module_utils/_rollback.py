@@ -1,0 +1,119 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Where a rollback left a host: the state of every file it had to put back and of every seat
+it had to stop or bring back, and whether the host is back where it was before the run.
+
+Pure: the rebalance role passes what its rollback tasks returned and what docker lists after
+them; nothing here reaches the host. A seat is judged by what docker says now, not by what the
+compose call returned, so a seat that came back late or died after its start is seen as it is.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class RollbackError(ValueError):
+    """Inputs that are not the rollback tasks' results."""
+
+
+WANT_RUNNING = "running and healthy"
+WANT_ABSENT = "absent"
+
+# docker ps's Status ends in the healthcheck's verdict, when the container has one:
+# "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
+_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
+
+
+def seat_states(ps_lines):
+    """``{seat: "running (healthy)" | "running" | "exited: Exited (1) 3 seconds ago" | ...}`` from
+    ``docker ps -a`` lines formatted ``<io.llmfleet.seat label>\\t<State>\\t<Status>``."""
+    states = {}
+    for line in ps_lines or []:
+        parts = line.split("\t")
+        if len(parts) != 3 or not parts[0]:
+            raise RollbackError("docker ps: expected 'seat<TAB>state<TAB>status', got %r" % line)
+        seat, state, status = parts
+        if state == "running":
+            health = _HEALTH.search(status)
+            states[seat] = "running (%s)" % health.group(1) if health else "running"
+        else:
+            states[seat] = "%s: %s" % (state, status)
+    return states
+
+
+def _by_item(results, key=None):
+    by_item = {}
+    for result in results or []:
+        if not isinstance(result, dict) or "item" not in result:
+            raise RollbackError("expected a loop's results, got %r" % (result,))
+        item = result["item"]
+        by_item[item[key] if key else item] = result
+    return by_item
+
+
+def _file_entries(seat, journaled, result):
+    entries = []
+    for name in sorted(journaled or {}):
+        path = (journaled[name] or {}).get("path")
+        entry = {"seat": seat, "file": name, "path": path}
+        if result is None:
+            entry.update(state="not reached", ok=False, detail="the rollback broke off before it")
+        elif "files" not in result:
+            entry.update(state="NOT restored", ok=False, detail=result.get("msg") or "failed")
+        elif not (result["files"].get(name) or {}).get("changed"):
+            entry.update(state="as before", ok=True, detail="")
+        elif journaled[name].get("created"):
+            entry.update(state="removed", ok=True, detail="this run created it")
+        else:
+            entry.update(state="restored", ok=True, detail="from %s" % journaled[name].get("backup"))
+        entries.append(entry)
+    return entries
+
+
+def _seat_entry(seat, wanted, states, result, timeout):
+    state = states.get(seat, "absent")
+    ok = state == "absent" if wanted == WANT_ABSENT else state in ("running", "running (healthy)")
+    if ok:
+        detail = ""
+    elif result is None:
+        detail = "not started: its files could not be restored"
+    elif state.startswith("running ("):
+        detail = "not healthy within the rollback's %s s" % timeout
+    else:
+        detail = " ".join((result.get("msg") or "").split())[:300]
+    return {"seat": seat, "wanted": wanted, "state": state, "ok": ok, "detail": detail}
+
+
+def rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before, touched,
+                     timeout):
+    """``{"complete": bool, "files": [...], "seats": [...], "problems": [...]}``.
+
+    ``restore`` is the journal's ``{seat: seat_files 'files'}``; ``restored``, ``removed`` and
+    ``brought_back`` the results of the rollback's loops (restore files, remove the seats this run
+    started, bring back the seats that ran before); ``ps_lines`` what docker lists afterwards;
+    ``running_before`` and ``touched`` the seat names that ran before the run and that it
+    touched; ``timeout`` the rollback's patience per seat, in seconds (for the sentences).
+    """
+    if not isinstance(restore, dict):
+        raise RollbackError("restore: expected the journal's {seat: seat_files 'files' result}")
+    restored_by_seat = _by_item(restored, "key")
+    removed_by_seat, back_by_seat = _by_item(removed), _by_item(brought_back)
+    states = seat_states(ps_lines)
+    files = [entry for seat in sorted(restore)
+             for entry in _file_entries(seat, restore[seat], restored_by_seat.get(seat))]
+    before, touched = set(running_before or []), set(touched or [])
+    seats = [_seat_entry(seat, WANT_RUNNING if seat in before else WANT_ABSENT, states,
+                         (back_by_seat if seat in before else removed_by_seat).get(seat), timeout)
+             for seat in sorted(touched)]
+    problems = ["%s %s: %s%s" % (f["seat"], f["file"], f["state"], " (%s)" % f["detail"] if f["detail"] else "")
+                for f in files if not f["ok"]]
+    problems += ["%s: wanted %s, is %s%s" % (s["seat"], s["wanted"], s["state"],
+                                             " (%s)" % s["detail"] if s["detail"] else "")
+                 for s in seats if not s["ok"]]
+    return {"complete": not problems, "files": files, "seats": seats, "problems": problems}
