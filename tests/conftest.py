@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from support.interrupt import pytest_configure  # noqa: F401 (SIGTERM tears the fixtures down)
+# SIGTERM tears the fixtures down, as Ctrl-C does (the hook is registered by its name here).
+from support.interrupt import pytest_configure  # noqa: F401 pylint: disable=unused-import
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO_ROOT / ".build" / "collections"

@@ -48,8 +48,8 @@ options:
       - The host's section, with at least C(status) (V(planned), V(unchanged), V(applied),
         V(rolled_back) or V(failed)); usually also C(plan), C(gates), C(actions), C(backups),
         C(before), C(after), C(error), C(started) and C(finished), and after a rollback
-        C(rollback) (P(llmfleet.seats.rollback_outcome#filter)'s result: each file's and seat's
-        state).
+        C(rollback) (the result of P(llmfleet.seats.rollback_outcome#filter), each file's and
+        seat's state).
     type: dict
     required: true
 """
