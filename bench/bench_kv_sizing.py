@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".build" / "collections"))
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (  # noqa: E402
     evaluate_kv_budget,
     size_kv_budget,
 )

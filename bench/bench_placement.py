@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".build" / "collections"))
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._placement import place  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement.placement import place  # noqa: E402
 
 H200, RTX = 143771, 97887
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
     ReadingError,
     beszel_gpus,
     beszel_mib,

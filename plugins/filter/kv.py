@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _sizes
-from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import sizes as _sizes
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     DEFAULT_KV_ROUND_TO,
     evaluate_kv_budget,
     size_kv_budget,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     load_model_config,
     published_max_model_len as _published_max_model_len,
 )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gates import gate
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollback import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import gate
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import (
     RollbackError,
     rollback_outcome,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._steps import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import (
     StepsError,
     rebalance_steps,
 )

@@ -218,14 +218,14 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._litellm_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.litellm_config import (
     PROBLEMS,
     RouteAuditError,
     audit,
     problems_message,
     rewrite,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._seat_files import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
     SeatFilesError,
     backup_path_for,
     check_backup_name_parts,

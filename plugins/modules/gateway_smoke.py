@@ -212,7 +212,7 @@ failed_checks:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.smoke import (
     CHECKS,
     DEFAULT_CHECKS,
     DEFAULT_MAX_TOKENS,

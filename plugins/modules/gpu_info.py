@@ -261,12 +261,12 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_attribution import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
     attribute_processes,
     docker_engine,
     without_attribution,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
     SnapshotError,
     build_snapshot,
     dump_snapshot,
@@ -274,11 +274,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot impor
     utc_timestamp,
     write_snapshot_file,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._nvidia_smi import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvidia_smi import (
     NvidiaSmiError,
     read_nvidia_smi,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._nvml import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import (
     HAS_PYNVML,
     PYNVML_IMPORT_ERROR,
     NvmlError,

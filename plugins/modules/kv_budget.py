@@ -286,7 +286,7 @@ min_kv_cache_memory_bytes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     DEFAULT_GPU,
     GPU_PROFILES,
     KV_CACHE_DTYPES,
@@ -294,7 +294,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
     evaluate_kv_budget,
     size_kv_budget,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     load_model_config,
 )
 

@@ -80,7 +80,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._report import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import (
     merge_host_section,
     plan_svg,
     report_markdown,

@@ -151,13 +151,13 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._render import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import (
     COMPOSE_FILE,
     ENV_FILE,
     RenderError,
     render_seat_files,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._seat_files import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
     SeatFilesError,
     backup_path_for,
     check_backup_name_parts,

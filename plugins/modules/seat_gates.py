@@ -143,8 +143,8 @@ import urllib.error
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _gates
-from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import gates as _gates
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
     parse_boot_log,
     read_container_log,

@@ -130,9 +130,9 @@ svg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan import PlanError, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._report import plan_markdown, plan_svg
-from ansible_collections.llmfleet.seats.plugins.module_utils._seat_spec import SeatSpecError
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError
 
 
 def main():

@@ -302,8 +302,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import SizeError, to_bytes
-from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
     parse_boot_log,
     read_container_log,

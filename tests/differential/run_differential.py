@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 from cases import make_cases  # noqa: E402
 from vllm_planning import Harness, WheelUnavailable, ensure_wheel, extract_sources, run_case  # noqa: E402
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _kv_sizing  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
 
 COMPARED = ("block_size", "bytes_per_block", "num_blocks", "kv_cache_tokens",
             "max_concurrency_exact", "max_model_len", "boot_ok", "boot_error", "max_num_seqs",

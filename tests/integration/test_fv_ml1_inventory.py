@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import GIB, MIB, bytes_to_mib, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, bytes_to_mib, to_bytes
 from conftest import REPO_ROOT, run_ansible
 
 INVENTORY = REPO_ROOT / "inventories" / "fv-ml1"

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_attribution import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
     DockerCliEngine,
     DockerSdkEngine,
 )

@@ -14,7 +14,7 @@ from support.dockerd import private_dockerd
 from support.need import need_root_and
 import test_fake_vllm as fake
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import parse_boot_log, reserved_matches
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log, reserved_matches
 
 REPO = Path(__file__).resolve().parents[2]
 GPU0, QWEN3_8B, TOTAL_MIB = fake.GPU0, fake.QWEN3_8B, fake.TOTAL_MIB

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._footprint import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     MIN_OVERHEAD_MIB,
     FootprintError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _gates
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import gates as _gates
 
 GIB = 1024 ** 3
 SEAT = {"name": "voices", "engine": "vllm", "gpus": ["GPU-0"], "footprint_mib": 30000,

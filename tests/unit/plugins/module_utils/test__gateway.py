@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _gateway as gw
+from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import smoke as gw
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
 _spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_attribution import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
     DockerCliEngine,
     attribute_processes,
     container_ids_from_cgroup,

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
     SCHEMA,
     ReadingError,
     SnapshotError,

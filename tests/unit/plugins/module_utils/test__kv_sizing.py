@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     KVSizingError,
     evaluate_kv_budget,
     format_gib,
     size_kv_budget,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
 )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.llmfleet.seats.plugins.module_utils import _litellm_config as lc
+from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import litellm_config as lc
 
 CONFIG = (Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
           / "litellm_config_fv.yaml").read_text()

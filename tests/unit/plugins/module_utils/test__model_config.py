@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
     describe_model,
     load_model_config,

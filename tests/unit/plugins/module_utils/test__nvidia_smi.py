@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._nvidia_smi import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvidia_smi import (
     GPU_FIELDS,
     LEGACY_GPU_FIELDS,
     NvidiaSmiError,

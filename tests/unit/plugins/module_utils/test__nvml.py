@@ -13,7 +13,7 @@ import ctypes
 import pynvml
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._nvml import NvmlError, read_nvml
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import NvmlError, read_nvml
 from support.fakegpu import (
     RTX_PRO_6000_MAXQ,
     RTX_PRO_6000_MIB,

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.llmfleet.seats.plugins.module_utils import _placement
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement.packer import max_weight_assignment
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
     PlacementError,
     PlacementInfeasible,
@@ -272,7 +273,7 @@ def test_hungarian_assignment_is_a_maximum():
     for size in range(1, 6):
         for _trial in range(30):
             weights = [[rng.randint(0, 5) for _col in range(size)] for _row in range(size)]
-            chosen = _placement._max_weight_assignment(weights)
+            chosen = max_weight_assignment(weights)
             assert sorted(chosen) == list(range(size))
             best = max(sum(weights[r][c] for r, c in enumerate(perm))
                        for perm in itertools.permutations(range(size)))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan import PlanError, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
 
 CONFIGS = Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "model_configs"
 GIB = 1024 ** 3

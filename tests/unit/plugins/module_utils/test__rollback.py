@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollback import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import (
     RollbackError,
     rollback_outcome,
     seat_states,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._seat_spec import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
     SeatSpecError,
     normalize_host,
 )

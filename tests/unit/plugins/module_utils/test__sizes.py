@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import (
     GIB,
     MIB,
     SizeError,

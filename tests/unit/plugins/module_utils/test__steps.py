@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._steps import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import (
     StepsError,
     rebalance_steps,
     seat_usage_mib,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
     parse_boot_log,
     reserved_matches,

@@ -24,7 +24,7 @@ except ImportError:
 else:
     PYNVML_IMPORT_ERROR = None
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, bytes_to_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib
 
 HAS_PYNVML = pynvml is not None
 

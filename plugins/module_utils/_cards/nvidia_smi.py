@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, SizeError, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, SizeError, to_bytes
 
 GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.total", "memory.reserved",
               "memory.used", "memory.free", "mig.mode.current", "driver_version")

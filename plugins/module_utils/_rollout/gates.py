@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._steps import seat_usage_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._vllm_log import reserved_matches
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import seat_usage_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import reserved_matches
 
 MIB = 1024 ** 2
 

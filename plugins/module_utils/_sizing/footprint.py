@@ -26,8 +26,8 @@ import math
 import os
 import struct
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import MIB, bytes_to_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib
 
 # CUDA context + NCCL/cuBLAS (~512 MiB), CUDA graphs (~512 MiB at vLLM's default capture sizes
 # for 7-30B models), activations at max_num_batched_tokens (~768 MiB) and the FlashInfer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 
 # Distinct, colour-blind-safe fills (Okabe-Ito), cycled over a GPU's seats.
 _PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",

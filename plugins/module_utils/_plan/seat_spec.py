@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import SizeError, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
 
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

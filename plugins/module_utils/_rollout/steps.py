@@ -17,7 +17,7 @@ footprint boots first: if something does not fit, it fails before the small seat
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
 
 
 class StepsError(ValueError):

@@ -21,20 +21,20 @@ from __future__ import annotations
 import math
 import os
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._footprint import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     FootprintError,
     boot_gate_utilization,
     seat_footprint,
     weights_bytes_per_gpu,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._gpu_snapshot import seat_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._kv_sizing import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     KVSizingError,
     evaluate_kv_budget,
     size_kv_budget,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
     load_model_config,
 )
@@ -42,8 +42,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
     PlacementError,
     place,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._seat_spec import normalize_host
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 
 
 class PlanError(ValueError):

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._model_config import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
     describe_model,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizes import (
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import (
     GIB,
     SizeError,
     round_up,

@@ -1,0 +1,13 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The engine seam: what kind of server a seat runs (vLLM, a fixed-size tenant). An engine says
+how its seat is sized, what its launch arguments and environment are, how its boot log is read,
+and which gates and probe apply after it boots. docs/architecture.md has the interface.
+
+May import: _common, _sizing.
+"""
