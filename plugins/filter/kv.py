@@ -13,8 +13,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import sizes as _sizes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import KV_FACTOR, KV_ROUND_TO
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
-    DEFAULT_KV_ROUND_TO,
     evaluate_kv_budget,
     size_kv_budget,
 )
@@ -41,8 +41,8 @@ def _config(value, seat=None):
                              % type(value).__name__)
 
 
-def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=1.25,
-              kv_round_to=DEFAULT_KV_ROUND_TO, seat=None, **options):
+def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=KV_FACTOR,
+              kv_round_to=KV_ROUND_TO, seat=None, **options):
     """The kv_budget module's result: sized (no budget) or evaluated (a budget)."""
     config = _config(config, seat)
     if kv_cache_memory_bytes is None:
@@ -51,7 +51,7 @@ def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=1.25,
     return evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=seat, **options)
 
 
-def kv_cache_bytes(config, max_model_len, kv_factor=1.25, kv_round_to=DEFAULT_KV_ROUND_TO,
+def kv_cache_bytes(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                    seat=None, **options):
     """The sizing rule's budget per GPU, in bytes."""
     return size_kv_budget(_config(config, seat), max_model_len, kv_factor=kv_factor,

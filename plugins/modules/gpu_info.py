@@ -37,7 +37,7 @@ attributes:
 requirements:
   - nvidia-ml-py (C(import pynvml)) on the target for O(source=nvml) (and for O(source=auto) to
     use NVML rather than nvidia-smi).
-  - The docker SDK for Python, or the C(docker) CLI, on the target for container attribution.
+  - The C(docker) CLI on the target for container attribution.
 notes:
   - NVML and nvidia-smi report host PIDs. Run the module on the GPU host itself (with C(become)
     where C(/proc) or the Docker socket needs it), not inside a container; a PID it cannot
@@ -256,70 +256,21 @@ gpus:
           sample: PID 4242 is not in a container (cgroup 0::/user.slice/user-1000.slice/session-3.scope)
 """
 
-import os
-import socket
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
-    attribute_processes,
-    docker_engine,
-    without_attribution,
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import PYNVML_IMPORT_ERROR
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import (
+    SOURCES,
+    CardsError,
+    MissingLibrary,
+    read_cards,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
-    SnapshotError,
-    build_snapshot,
-    dump_snapshot,
-    read_snapshot_file,
-    utc_timestamp,
-    write_snapshot_file,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvidia_smi import (
-    NvidiaSmiError,
-    read_nvidia_smi,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import (
-    HAS_PYNVML,
-    PYNVML_IMPORT_ERROR,
-    NvmlError,
-    read_nvml,
-)
-
-
-def read_live(module, source):
-    """``(source used, reading)`` from NVML or nvidia-smi; fails the module with one line."""
-    nvml_problem = None
-    if source in ("auto", "nvml"):
-        if not HAS_PYNVML and source == "nvml":
-            module.fail_json(msg=missing_required_lib("nvidia-ml-py", reason="to read the GPUs with source=nvml"),
-                             exception=PYNVML_IMPORT_ERROR)
-        try:
-            return "nvml", read_nvml()
-        except NvmlError as exc:
-            if source == "nvml":
-                module.fail_json(msg=str(exc))
-            nvml_problem = str(exc)
-    smi = module.get_bin_path("nvidia-smi")
-    try:
-        if smi is None:
-            raise NvidiaSmiError("nvidia-smi is not installed (not on PATH)")
-        reading = read_nvidia_smi(lambda args: module.run_command([smi] + args))
-    except NvidiaSmiError as exc:
-        module.fail_json(msg="%s%s" % (str(exc), "; before that, " + nvml_problem if nvml_problem else ""))
-    if nvml_problem:
-        reading["warnings"].insert(0, "read with nvidia-smi because NVML could not be used: " + nvml_problem)
-    return "nvidia-smi", reading
-
-
-def snapshot_summary(path, snapshot):
-    return dict(path=path, host=snapshot["host"], taken_at=snapshot["taken_at"], source=snapshot["source"],
-                schema_version=snapshot["schema_version"])
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            source=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi", "snapshot"]),
+            source=dict(type="str", default="auto", choices=list(SOURCES)),
             snapshot_path=dict(type="path"),
             save_snapshot_path=dict(type="path"),
             snapshot_host=dict(type="str"),
@@ -330,46 +281,17 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    source = params["source"]
-
-    if source == "snapshot":
-        if params["save_snapshot_path"]:
-            module.fail_json(msg="save_snapshot_path: a snapshot is recorded from a live source "
-                                 "(auto, nvml or nvidia-smi), not from another snapshot; copy the "
-                                 "file to keep a second one")
-        try:
-            snapshot = read_snapshot_file(params["snapshot_path"])
-        except SnapshotError as exc:
-            module.fail_json(msg=str(exc))
-        module.exit_json(changed=False, source="snapshot", gpus=snapshot["gpus"],
-                         driver_version=snapshot.get("driver_version"),
-                         nvml_version=snapshot.get("nvml_version"),
-                         cuda_version=snapshot.get("cuda_version"),
-                         snapshot=snapshot_summary(os.path.abspath(params["snapshot_path"]), snapshot))
-    if params["snapshot_path"]:
-        module.fail_json(msg="snapshot_path: only read with source=snapshot (source is %s); to "
-                             "record this reading use save_snapshot_path" % source)
-
-    used, reading = read_live(module, source)
-    warnings = reading["warnings"]
-    if params["attribute_processes"]:
-        gpus, attribution_warnings = attribute_processes(reading["gpus"], docker_engine(params["docker_host"]))
-        warnings.extend(attribution_warnings)
-    else:
-        gpus = without_attribution(reading["gpus"], "not attempted (attribute_processes=false)")
-    for warning in warnings:
+    try:
+        result = read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
+                            params["snapshot_host"], params["attribute_processes"],
+                            params["docker_host"], module.check_mode)
+    except MissingLibrary as exc:
+        module.fail_json(msg=missing_required_lib(str(exc), reason="to read the GPUs with source=nvml"),
+                         exception=PYNVML_IMPORT_ERROR)
+    except CardsError as exc:
+        module.fail_json(msg=str(exc))
+    for warning in result.pop("warnings"):
         module.warn(warning)
-
-    result = dict(changed=False, source=used, gpus=gpus, driver_version=reading["driver_version"],
-                  nvml_version=reading["nvml_version"], cuda_version=reading["cuda_version"])
-    path = params["save_snapshot_path"]
-    if path:
-        snapshot = build_snapshot(result, params["snapshot_host"] or socket.gethostname(), utc_timestamp())
-        try:
-            result["changed"] = write_snapshot_file(path, dump_snapshot(snapshot), module.check_mode)
-        except SnapshotError as exc:
-            module.fail_json(msg=str(exc))
-        result["snapshot"] = snapshot_summary(os.path.abspath(path), snapshot)
     module.exit_json(**result)
 
 

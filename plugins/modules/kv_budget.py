@@ -286,8 +286,8 @@ min_kv_cache_memory_bytes:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import GPU_PROFILE, KV_FACTOR, KV_ROUND_TO
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
-    DEFAULT_GPU,
     GPU_PROFILES,
     KV_CACHE_DTYPES,
     MAMBA_DTYPES,
@@ -326,9 +326,9 @@ def main():
             "max_num_batched_tokens": {"type": "int", "no_log": False},
             "max_num_seqs": {"type": "int"},
             "kv_cache_memory_bytes": {"type": "raw"},
-            "kv_factor": {"type": "float", "default": 1.25},
-            "kv_round_to": {"type": "raw", "default": "0.5GiB"},
-            "gpu": {"type": "str", "choices": sorted(GPU_PROFILES), "default": DEFAULT_GPU},
+            "kv_factor": {"type": "float", "default": KV_FACTOR},
+            "kv_round_to": {"type": "raw", "default": KV_ROUND_TO},
+            "gpu": {"type": "str", "choices": sorted(GPU_PROFILES), "default": GPU_PROFILE},
             "num_speculative_tokens": {"type": "int", "default": 0, "no_log": False},
             "enforce_eager": {"type": "bool", "default": False},
             "mamba_cache_dtype": {"type": "str", "choices": list(MAMBA_DTYPES),

@@ -298,17 +298,10 @@ init_engine_seconds:
   type: float
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
-    VllmLogError,
-    parse_boot_log,
-    read_container_log,
-    reserved_matches,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, boot_info
 
 
 def main():
@@ -329,25 +322,11 @@ def main():
     )
     params = module.params
     try:
-        expected = params["expected_kv_cache_memory_bytes"]
-        if expected is not None:
-            expected = to_bytes(expected, "expected_kv_cache_memory_bytes")
-        if params["container"] is not None:
-            if params["timeout"] <= 0:
-                raise VllmLogError("timeout: expected seconds > 0, got %d" % params["timeout"])
-            env = dict(os.environ)
-            if params["docker_host"]:
-                env["DOCKER_HOST"] = params["docker_host"]
-            docker = params["docker_cli"] or module.get_bin_path("docker", required=True)
-            text = read_container_log(params["container"], docker=docker, since=params["since"],
-                                      env=env, timeout=params["timeout"])
-        else:
-            text = params["log"]
-        info = parse_boot_log(text)
-    except (VllmLogError, SizeError) as exc:
+        info = boot_info(params["log"], params["container"],
+                         Docker(params["docker_host"], params["docker_cli"]), params["since"],
+                         params["timeout"], params["expected_kv_cache_memory_bytes"])
+    except VllmLogError as exc:
         module.fail_json(msg=str(exc))
-    if expected is not None:
-        info["kv_cache_memory_bytes_match"] = reserved_matches(expected, info)
     module.exit_json(changed=False, **info)
 
 

@@ -8,25 +8,17 @@
 """Who holds the memory: GPU process PID -> container -> compose project and service.
 
 NVML and nvidia-smi report host PIDs. ``/proc/<pid>/cgroup`` names the container (cgroup v1
-and v2; Docker's cgroupfs and systemd drivers, containerd, CRI, podman), and the Docker Engine
-API names the container and reads its ``com.docker.compose.project`` / ``.service`` labels: the
-docker SDK when it is importable, the ``docker`` CLI otherwise, both honouring ``DOCKER_HOST``.
+and v2; Docker's cgroupfs and systemd drivers, containerd, CRI, podman), and the Docker engine
+(``docker inspect``, through the collection's Docker runner) names the container and reads its
+``com.docker.compose.project`` / ``.service`` labels.
 Where a PID cannot be resolved, the process says why in ``attribution``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 
-try:
-    import docker as docker_sdk
-except ImportError:
-    docker_sdk = None
-
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
 
@@ -36,10 +28,6 @@ _ID = r"[0-9a-f]{64}"
 # "/docker/" (cgroupfs driver) or a containerd namespace such as "/default/".
 _SCOPE = re.compile(r"^(?:(?P<runtime>docker|cri-containerd|containerd|crio|libpod|nerdctl)-)?"
                     r"(?P<id>%s)(?:\.scope)?$" % _ID)
-
-
-class AttributionError(ValueError):
-    """Attribution input that cannot be read (a malformed engine answer)."""
 
 
 def container_ids_from_cgroup(text):
@@ -119,70 +107,17 @@ def _container_record(attrs):
     }
 
 
-class DockerSdkEngine:
-    """The Docker Engine API through the docker SDK."""
+class Containers:
+    """Containers by id through the Docker runner, as the records attribution needs."""
 
-    def __init__(self, docker_host, timeout=10):
-        self.docker_host = docker_host
-        self.timeout = timeout
+    def __init__(self, docker):
+        self.docker = docker
+        self.docker_host = docker.docker_host
 
     def inspect(self, container_ids):
         """``({id: record}, None)``, or ``({}, why)`` when the engine cannot be asked."""
-        if not container_ids:
-            return {}, None
-        found = {}
-        try:
-            # The client negotiates the API version on creation, so creating it can fail too.
-            client = docker_sdk.DockerClient(base_url=self.docker_host, timeout=self.timeout)
-            for container_id in container_ids:
-                try:
-                    found[container_id] = _container_record(client.api.inspect_container(container_id))
-                except docker_sdk.errors.NotFound:
-                    continue
-        except docker_sdk.errors.DockerException as exc:
-            return {}, "the Docker engine at %s did not answer: %s" % (self.docker_host, exc)
-        return found, None
-
-
-class DockerCliEngine:
-    """The Docker Engine API through ``docker inspect`` (DOCKER_HOST passed in its environment)."""
-
-    def __init__(self, docker_host, docker_bin="docker", timeout=30):
-        self.docker_host = docker_host
-        self.docker_bin = docker_bin
-        self.timeout = timeout
-
-    def inspect(self, container_ids):
-        if not container_ids:
-            return {}, None
-        env = dict(os.environ, DOCKER_HOST=self.docker_host)
-        command = [self.docker_bin, "inspect", "--type", "container"] + list(container_ids)
-        try:
-            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=self.timeout,
-                                  check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return {}, "cannot run %s: %s" % (self.docker_bin, exc)
-        # With unknown IDs docker exits 1 but still prints the ones it found.
-        try:
-            answer = json.loads(proc.stdout or "[]")
-        except ValueError:
-            answer = None
-        if not isinstance(answer, list) or (proc.returncode != 0 and not answer
-                                            and "No such" not in proc.stderr):
-            why = (proc.stderr or proc.stdout).strip().splitlines()
-            return {}, "the Docker engine at %s did not answer: %s" % (
-                self.docker_host, why[0] if why else "exit %d" % proc.returncode)
-        return {attrs["Id"]: _container_record(attrs) for attrs in answer
-                if isinstance(attrs, dict) and attrs.get("Id")}, None
-
-
-def docker_engine(docker_host=None):
-    """The SDK engine when ``import docker`` works, else the CLI; ``docker_host`` defaults to
-    ``$DOCKER_HOST``, then the local socket."""
-    docker_host = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
-    if docker_sdk is not None:
-        return DockerSdkEngine(docker_host)
-    return DockerCliEngine(docker_host)
+        found, why = self.docker.inspect(container_ids)
+        return {cid: _container_record(attrs) for cid, attrs in found.items()}, why
 
 
 def _explain_unresolved(runtime, container_id, engine, engine_error):
@@ -200,8 +135,8 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
     ``unlisted_mib``. Returns ``(gpus, warnings)``: new GPU dicts, and the engine's failure
     (once) when it could not be asked.
 
-    ``engine`` answers ``inspect(ids) -> ({id: record}, error)``: DockerSdkEngine,
-    DockerCliEngine, or anything shaped like them.
+    ``engine`` answers ``inspect(ids) -> ({id: record}, error)`` and names its ``docker_host``:
+    Containers, or anything shaped like it.
     ``unattributed_mib`` = used - memory of processes resolved to a container: driver and
     context memory, processes outside containers and processes nobody could name.
     ``unlisted_mib`` = used - memory of every listed process: what no process accounts for.

@@ -24,7 +24,9 @@ A container log can hold several boots (``restart: always``); the figures descri
 from __future__ import annotations
 
 import re
-import subprocess
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
 
 GIB = 1 << 30
 
@@ -300,24 +302,26 @@ def reserved_matches(planned_bytes, boot_info):
     return _matches_printed_gib(planned_bytes, boot_info["reserved_kv_gib"])
 
 
-def read_container_log(container, docker="docker", since=None, env=None, timeout=60):
-    """The whole ``docker logs`` output of a container, stdout and stderr in the order the
-    container wrote them (vLLM logs on stdout, tracebacks land on stderr)."""
-    if not isinstance(container, str) or not container.strip():
-        raise VllmLogError("container: expected a docker container name or id, got %r" % (container,))
-    command = [docker, "logs"]
-    if since:
-        command += ["--since", str(since)]
-    command.append(container)
+def boot_info(log=None, container=None, docker=None, since=None, timeout=60,
+              expected_kv_cache_memory_bytes=None):
+    """vllm_boot_info's result: the boot log given as text, or read from ``container`` with the
+    Docker runner ``docker``; with an expected budget, whether the reserved line matches it."""
+    expected = expected_kv_cache_memory_bytes
     try:
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                              timeout=timeout, check=False)
-    except OSError as exc:
-        raise VllmLogError("container %s: cannot run %s: %s" % (container, docker, exc))
-    except subprocess.TimeoutExpired:
-        raise VllmLogError("container %s: docker logs took longer than %ss" % (container, timeout))
-    output = proc.stdout.decode("utf-8", errors="replace")
-    if proc.returncode != 0:
-        raise VllmLogError("container %s: docker logs failed (rc=%d): %s"
-                           % (container, proc.returncode, output.strip()[-500:]))
-    return output
+        if expected is not None:
+            expected = to_bytes(expected, "expected_kv_cache_memory_bytes")
+    except SizeError as exc:
+        raise VllmLogError(str(exc)) from None
+    if container is not None:
+        if not isinstance(container, str) or not container.strip():
+            raise VllmLogError("container: expected a docker container name or id, got %r" % (container,))
+        if timeout <= 0:
+            raise VllmLogError("timeout: expected seconds > 0, got %d" % timeout)
+        try:
+            log = docker.logs(container, since=since, timeout=timeout)
+        except DockerError as exc:
+            raise VllmLogError("container %s: %s" % (container, exc)) from None
+    info = parse_boot_log(log)
+    if expected is not None:
+        info["kv_cache_memory_bytes_match"] = reserved_matches(expected, info)
+    return info

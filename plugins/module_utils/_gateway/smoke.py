@@ -15,13 +15,12 @@ library (http.client, json): it runs wherever the module runs.
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import socket
-import ssl
 import time
-import urllib.parse
+from http.client import HTTPException
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import http
 
 CHECKS = ("chat", "stream", "reasoning", "tools")
 DEFAULT_CHECKS = ("chat", "stream")
@@ -56,7 +55,6 @@ REASONING_MARKUP = ("<think>", "</think>", "<|channel>", "<channel|>", "<|channe
 TOOL_CALL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>",
                     "[TOOL_CALLS]", "<|python_tag|>")
 REASONING_KEYS = ("reasoning", "reasoning_content")
-EXCERPT_CHARS = 160
 TABLE_DETAIL_CHARS = 90
 
 
@@ -144,45 +142,21 @@ class _Failure(Exception):
         self.extra = extra or {}
 
 
-class Client:
-    """POSTs chat completions; every text that leaves it has the API key scrubbed."""
+class Client(http.Client):
+    """POSTs chat completions to a gateway's (or seat's) ``/v1``; what leaves it is scrubbed."""
 
     def __init__(self, url, api_key=None, timeout=60, validate_certs=True):
-        self.root = api_root(url)
-        parts = urllib.parse.urlsplit(self.root)
-        self._https = parts.scheme == "https"
-        self._netloc = parts.netloc
-        self._path = parts.path + "/chat/completions"
-        self.api_key = api_key or None
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise GatewaySmokeError("timeout: expected seconds > 0, got %r" % (timeout,))
-        self.timeout = timeout
-        self._ssl = ssl.create_default_context()
-        if not validate_certs:
-            self._ssl.check_hostname = False
-            self._ssl.verify_mode = ssl.CERT_NONE
-
-    def redact(self, text):
-        return redact(text, self.api_key)
+        try:
+            super().__init__(api_root(url), api_key, timeout, validate_certs)
+        except ValueError as exc:
+            raise GatewaySmokeError(str(exc)) from None
 
     def _open(self, body):
         """POST ``body``; returns (connection, response) of a 2xx reply, else raises _Failure."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = "Bearer " + self.api_key
-        if self._https:
-            connection = http.client.HTTPSConnection(self._netloc, timeout=self.timeout,
-                                                     context=self._ssl)
-        else:
-            connection = http.client.HTTPConnection(self._netloc, timeout=self.timeout)
         try:
-            connection.request("POST", self._path, body=json.dumps(body).encode(),
-                               headers=headers)
-            reply = connection.getresponse()
-        except (http.client.HTTPException, OSError) as error:
-            connection.close()
-            raise _Failure(self.redact("cannot reach %s: %s" % (self.root, _reason(error))))\
-                from None
+            connection, reply = self.open("POST", "/chat/completions", body)
+        except http.Unreachable as error:
+            raise _Failure(error.detail) from None
         if reply.status >= 300:
             try:
                 detail = self._http_error(reply)
@@ -196,15 +170,15 @@ class Client:
         connection, reply = self._open(body)
         try:
             text = reply.read().decode("utf-8", "replace")
-        except (http.client.HTTPException, OSError) as error:
-            raise _Failure("reply cut off: %s" % _reason(error), reply.status) from None
+        except (HTTPException, OSError) as error:
+            raise _Failure("reply cut off: %s" % http.reason(error), reply.status) from None
         finally:
             connection.close()
         try:
             return json.loads(text)
         except ValueError:
             raise _Failure(self.redact("HTTP %d but the body is not JSON: %s"
-                                       % (reply.status, _excerpt(text))), reply.status) from None
+                                       % (reply.status, http.excerpt(text))), reply.status) from None
 
     def stream(self, body):
         """Streaming request -> (events, saw_done, ttft_s): SSE parsed up to [DONE]."""
@@ -212,7 +186,7 @@ class Client:
         connection, reply = self._open(body)
         events, saw_done, ttft = [], False, None
         try:
-            for data in _sse_data(reply):
+            for data in http.sse_data(reply):
                 if data == "[DONE]":
                     saw_done = True
                     break
@@ -220,12 +194,12 @@ class Client:
                     event = json.loads(data)
                 except ValueError:
                     raise _Failure(self.redact("stream event is not JSON: %s"
-                                               % _excerpt(data)), reply.status) from None
+                                               % http.excerpt(data)), reply.status) from None
                 if ttft is None and _carries_token(event):
                     ttft = time.monotonic() - started
                 events.append(event)
-        except (http.client.HTTPException, OSError) as error:
-            raise _Failure("stream broke after %d events: %s" % (len(events), _reason(error)),
+        except (HTTPException, OSError) as error:
+            raise _Failure("stream broke after %d events: %s" % (len(events), http.reason(error)),
                            reply.status) from None
         finally:
             connection.close()
@@ -234,33 +208,14 @@ class Client:
     def _http_error(self, reply):
         try:
             text = reply.read().decode("utf-8", "replace")
-        except (http.client.HTTPException, OSError):
+        except (HTTPException, OSError):
             text = ""
-        message = _error_message(text) or reply.reason or ""
-        detail = "HTTP %d: %s" % (reply.status, _excerpt(message, 400))
+        message = http.error_message(text) or reply.reason or ""
+        detail = "HTTP %d: %s" % (reply.status, http.excerpt(message, 400))
         hint = _hint(reply.status, message)
         if hint:
             detail += " (%s)" % hint
         return self.redact(detail)
-
-
-def _sse_data(reply):
-    """Yield the data of each server-sent event (multi-line data joined with newlines)."""
-    lines = []
-    while True:
-        raw = reply.readline()
-        if not raw:
-            break
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if line == "":
-            if lines:
-                yield "\n".join(lines)
-                lines = []
-        elif line.startswith("data:"):
-            lines.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
-        # other fields (event:, id:, retry:) and comments (":") carry nothing a check needs
-    if lines:
-        yield "\n".join(lines)
 
 
 def _carries_token(event):
@@ -270,30 +225,6 @@ def _carries_token(event):
                 delta.get(key) for key in REASONING_KEYS):
             return True
     return False
-
-
-def _error_message(text):
-    """The message of an OpenAI-style error body (vLLM, LiteLLM), else the raw text."""
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return text.strip()
-    error = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(error, dict):
-        return _unwrap(str(error.get("message") or error.get("detail") or json.dumps(error)))
-    return str(error)
-
-
-def _unwrap(message):
-    """LiteLLM quotes the seat's whole error body inside its message; keep the seat's words."""
-    start = message.find('{"error"')
-    if start < 0:
-        return message
-    try:
-        inner, end = json.JSONDecoder().raw_decode(message, start)
-    except ValueError:
-        return message
-    return message[:start] + _error_message(json.dumps(inner)) + message[end:]
 
 
 def _hint(status, message):
@@ -311,34 +242,6 @@ def _hint(status, message):
     return ""
 
 
-def _reason(error):
-    if isinstance(error, socket.timeout) or "timed out" in str(error):
-        return "no answer in time (timed out)"
-    return str(error) or error.__class__.__name__
-
-
-def _excerpt(text, limit=EXCERPT_CHARS):
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def redact(text, api_key):
-    """Remove the key and the masked forms gateways echo of it (LiteLLM: ``sk-a****wxyz``,
-    ``sk-...wxyz``) from text meant for the operator."""
-    text = str(text)
-    if api_key:
-        text = text.replace(api_key, "********")
-        if len(api_key) > 8:
-            # LiteLLM echoes f"{key[:4]}****{key[-4:]}" and f"sk-...{key[-4:]}"
-            for tail_form in ("****" + api_key[-4:], "..." + api_key[-4:]):
-                text = re.sub(r"[\w-]{0,8}" + re.escape(tail_form), "********", text)
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
-# checks
-# ---------------------------------------------------------------------------------------------
-
 def _request(route, messages, stream=False, tools=None):
     body = {"model": route["model"], "messages": messages, "max_tokens": route["max_tokens"]}
     if stream:
@@ -353,7 +256,7 @@ def _request(route, messages, stream=False, tools=None):
 def _first_message(reply):
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not choices or not isinstance(choices[0], dict):
-        raise _Failure("reply has no choices: %s" % _excerpt(json.dumps(reply)))
+        raise _Failure("reply has no choices: %s" % http.excerpt(json.dumps(reply)))
     return choices[0].get("message") or {}, choices[0].get("finish_reason")
 
 
@@ -368,7 +271,7 @@ def _markup_in(text, markers):
 
 
 def _quote(text):
-    return '"%s"' % _excerpt(text, 60)
+    return '"%s"' % http.excerpt(text, 60)
 
 
 def _why_no_answer(route, finish_reason, reasoning):
@@ -404,7 +307,7 @@ def _collect_stream(events):
     for event in events:
         if "error" in event:
             raise _Failure("error event in the stream: %s"
-                           % _excerpt(_error_message(json.dumps(event)), 400))
+                           % http.excerpt(http.error_message(json.dumps(event)), 400))
         for choice in event.get("choices") or []:
             delta = choice.get("delta") or {}
             if isinstance(delta.get("content"), str):
@@ -489,7 +392,7 @@ def check_tools(client, route):
         arguments = None
     if not isinstance(arguments, dict):
         raise _Failure("tool call arguments are not a JSON object: %s"
-                       % _excerpt(function.get("arguments")))
+                       % http.excerpt(function.get("arguments")))
     messages += [
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call.get("id") or "call_0",
@@ -562,7 +465,7 @@ def contract_table(results):
              "%.2fs" % r["latency_s"] if r["latency_s"] is not None else "-",
              "%.2fs" % r["ttft_s"] if r["ttft_s"] is not None else "-",
              r["reasoning_key"] or "-",
-             "" if r["ok"] else _excerpt(r["detail"], TABLE_DETAIL_CHARS)) for r in results]
+             "" if r["ok"] else http.excerpt(r["detail"], TABLE_DETAIL_CHARS)) for r in results]
     widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
     return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header] + rows]

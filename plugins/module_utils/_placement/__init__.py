@@ -5,7 +5,11 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Provably optimal placement of seats onto GPUs.
+"""Stage 3, placement: provably optimal placement of seats onto GPUs. It sees only footprints,
+pins and GPUs, never an engine or a runtime; the problem, the packer and the solver are its
+modules, `place` its entry.
+
+May import: _common.
 
 The objective, in order:
 

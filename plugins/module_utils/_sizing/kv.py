@@ -26,20 +26,20 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
-    ModelConfigError,
-    describe_model,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import GPU_PROFILE, KV_FACTOR, KV_ROUND_TO
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import (
     GIB,
     SizeError,
     round_up,
     to_bytes,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
+    ModelConfigError,
+    describe_model,
+)
 
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
-DEFAULT_KV_ROUND_TO = "0.5GiB"
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 # What vLLM's get_batch_defaults (engine/arg_utils.py) and the CUDA backend priority lists
@@ -53,7 +53,6 @@ GPU_PROFILES = {
     "a100": {"sm": 80, "memory_gib": 79.2, "name": "NVIDIA A100-SXM4-80GB"},
     "l40s": {"sm": 89, "memory_gib": 44.4, "name": "NVIDIA L40S"},
 }
-DEFAULT_GPU = "h100"
 
 _NO_MEMORY_ERROR = (
     "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
@@ -316,7 +315,7 @@ class _Options:
 
     def __init__(self, model, max_model_len, seat, kv_cache_dtype="auto", tensor_parallel_size=1,
                  block_size=None, enable_prefix_caching=True, max_num_batched_tokens=None,
-                 max_num_seqs=None, gpu=DEFAULT_GPU, num_speculative_tokens=0,
+                 max_num_seqs=None, gpu=GPU_PROFILE, num_speculative_tokens=0,
                  enforce_eager=False, mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
                  disable_hybrid_kv_cache_manager=False, allow_long_max_model_len=False):
         self.seat = seat
@@ -682,7 +681,7 @@ def _blocks_for_factor(kv_factor, pages):
     return blocks
 
 
-def size_kv_budget(config, max_model_len, kv_factor=1.25, kv_round_to=DEFAULT_KV_ROUND_TO,
+def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                    seat=None, **options):
     """The sizing rule: the smallest per-GPU budget that boots and whose maximum concurrency at
     ``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.

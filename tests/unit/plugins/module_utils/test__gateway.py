@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import http
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import smoke as gw
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
@@ -312,7 +313,7 @@ def test_key_is_not_in_connection_errors():
     ("nothing secret", "nothing secret"),
 ])
 def test_redact(text, expected):
-    assert gw.redact(text, KEY) == expected
+    assert http.redact(text, KEY) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +369,7 @@ def test_timeout_must_be_positive():
 def test_sse_parser_joins_data_lines_and_skips_comments():
     raw = (b": keep-alive\r\n\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
            b"data:[DONE]\n\n")
-    assert list(gw._sse_data(io.BytesIO(raw))) == ['{"a":\n1}', "[DONE]"]
+    assert list(http.sse_data(io.BytesIO(raw))) == ['{"a":\n1}', "[DONE]"]
 
 
 def test_failures_message_and_table():

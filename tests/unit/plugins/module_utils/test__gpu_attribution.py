@@ -8,8 +8,9 @@ import os
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
-    DockerCliEngine,
+    Containers,
     attribute_processes,
     container_ids_from_cgroup,
     read_proc_cgroup,
@@ -81,7 +82,7 @@ def test_running_seconds_from_proc_stat(tmp_path):
 
 
 class TableEngine:
-    """An engine answering from a table, shaped like DockerSdkEngine/DockerCliEngine."""
+    """An engine answering from a table, shaped like Containers."""
 
     docker_host = "unix:///run/test.sock"
 
@@ -166,8 +167,8 @@ def test_without_attribution_keeps_the_same_keys():
     assert plain[0]["unattributed_mib"] == 30000 and plain[0]["attributed_mib"] == 0
 
 
-def test_the_cli_engine_says_why_when_docker_is_not_installed():
-    engine = DockerCliEngine("unix:///nonexistent.sock", docker_bin="/nonexistent/docker")
+def test_the_engine_says_why_when_docker_is_not_installed():
+    engine = Containers(Docker("unix:///nonexistent.sock", binary="/nonexistent/docker"))
     records, why = engine.inspect([A])
     assert records == {} and why.startswith("cannot run /nonexistent/docker: ")
     assert engine.inspect([]) == ({}, None)

@@ -1,0 +1,129 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The cards stage's entry: read the GPUs from NVML, nvidia-smi or a recorded snapshot,
+attribute every process to its container, and record a snapshot when asked (gpu_info)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
+    Containers,
+    attribute_processes,
+    without_attribution,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvidia_smi import (
+    NvidiaSmiError,
+    read_nvidia_smi,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import HAS_PYNVML, NvmlError, read_nvml
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
+    SnapshotError,
+    build_snapshot,
+    dump_snapshot,
+    read_snapshot_file,
+    utc_timestamp,
+    write_snapshot_file,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
+
+SOURCES = ("auto", "nvml", "nvidia-smi", "snapshot")
+
+
+class CardsError(ValueError):
+    """The cards cannot be read as asked; the message says why in one line."""
+
+
+class MissingLibrary(CardsError):
+    """nvidia-ml-py is not importable and source=nvml asked for it."""
+
+
+def _run_nvidia_smi(binary):
+    def run(args):
+        proc = subprocess.run([binary] + list(args), capture_output=True, text=True, check=False,
+                              timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+    return run
+
+
+def read_live(source):
+    """``(source used, reading)`` from NVML, or nvidia-smi when NVML cannot be used (auto)."""
+    nvml_problem = None
+    if source in ("auto", "nvml"):
+        if not HAS_PYNVML and source == "nvml":
+            raise MissingLibrary("nvidia-ml-py")
+        try:
+            return "nvml", read_nvml()
+        except NvmlError as exc:
+            if source == "nvml":
+                raise CardsError(str(exc)) from None
+            nvml_problem = str(exc)
+    smi = shutil.which("nvidia-smi")
+    try:
+        if smi is None:
+            raise NvidiaSmiError("nvidia-smi is not installed (not on PATH)")
+        reading = read_nvidia_smi(_run_nvidia_smi(smi))
+    except NvidiaSmiError as exc:
+        raise CardsError("%s%s" % (exc, "; before that, " + nvml_problem if nvml_problem else "")) from None
+    if nvml_problem:
+        reading["warnings"].insert(0, "read with nvidia-smi because NVML could not be used: " + nvml_problem)
+    return "nvidia-smi", reading
+
+
+def _snapshot_summary(path, snapshot):
+    return {"path": path, "host": snapshot["host"], "taken_at": snapshot["taken_at"],
+            "source": snapshot["source"], "schema_version": snapshot["schema_version"]}
+
+
+def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snapshot_host=None,
+               attribute=True, docker_host=None, check_mode=False):
+    """gpu_info's result: ``changed``, ``source``, ``gpus``, the driver's versions, ``snapshot``
+    when one was read or written, and ``warnings``. CardsError says what is wrong."""
+    if source not in SOURCES:
+        raise CardsError("source: expected one of %s, got %r" % (", ".join(SOURCES), source))
+    if source == "snapshot":
+        if not snapshot_path:
+            raise CardsError("snapshot_path: required with source=snapshot")
+        if save_snapshot_path:
+            raise CardsError("save_snapshot_path: a snapshot is recorded from a live source "
+                             "(auto, nvml or nvidia-smi), not from another snapshot; copy the "
+                             "file to keep a second one")
+        try:
+            snapshot = read_snapshot_file(snapshot_path)
+        except SnapshotError as exc:
+            raise CardsError(str(exc)) from None
+        return {"changed": False, "source": "snapshot", "gpus": snapshot["gpus"],
+                "driver_version": snapshot.get("driver_version"),
+                "nvml_version": snapshot.get("nvml_version"),
+                "cuda_version": snapshot.get("cuda_version"),
+                "snapshot": _snapshot_summary(os.path.abspath(snapshot_path), snapshot), "warnings": []}
+    if snapshot_path:
+        raise CardsError("snapshot_path: only read with source=snapshot (source is %s); to "
+                         "record this reading use save_snapshot_path" % source)
+
+    used, reading = read_live(source)
+    warnings = reading["warnings"]
+    if attribute:
+        gpus, attribution_warnings = attribute_processes(reading["gpus"], Containers(Docker(docker_host)))
+        warnings.extend(attribution_warnings)
+    else:
+        gpus = without_attribution(reading["gpus"], "not attempted (attribute_processes=false)")
+    result = {"changed": False, "source": used, "gpus": gpus,
+              "driver_version": reading["driver_version"], "nvml_version": reading["nvml_version"],
+              "cuda_version": reading["cuda_version"], "warnings": warnings}
+    if save_snapshot_path:
+        snapshot = build_snapshot(result, snapshot_host or socket.gethostname(), utc_timestamp())
+        try:
+            result["changed"] = write_snapshot_file(save_snapshot_path, dump_snapshot(snapshot), check_mode)
+        except SnapshotError as exc:
+            raise CardsError(str(exc)) from None
+        result["snapshot"] = _snapshot_summary(os.path.abspath(save_snapshot_path), snapshot)
+    return result

@@ -1,0 +1,34 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The collection's defaults and the names every stage shares, each in one place. Module docs
+and role defaults repeat the numbers (they must be literal YAML); a unit test holds them equal.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Sizing rule: the smallest KV budget whose concurrency at max_model_len is at least the factor,
+# rounded up to a multiple of the step.
+KV_FACTOR = 1.25
+KV_ROUND_TO = "0.5GiB"
+# The GPU whose attention backends and block sizes vLLM's arithmetic assumes (sizing's profiles).
+GPU_PROFILE = "h100"
+# Free MiB a GPU keeps beyond its seats' footprints when a seat boots (and in the boot gate's
+# --gpu-memory-utilization), and how far below the plan's spare a measured card may be.
+MARGIN_MIB = 512
+TOLERANCE_MIB = 512
+# How long a seat may take to answer /health 200, and how often it is asked.
+HEALTH_TIMEOUT_S = 1800
+HEALTH_INTERVAL_S = 10
+
+# A seat's name names its compose project, directory and container: the whole string matches.
+SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
+SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a letter or digit"
+# The label on every container the collection runs: its value is the seat's name.
+MANAGED_LABEL = "io.llmfleet.seat"

@@ -1,0 +1,95 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The one way the collection reaches Docker: the ``docker`` CLI on the host, with the engine
+named by ``docker_host`` (else ``$DOCKER_HOST``, else the local socket). Commands are argument
+lists, never shell lines. Used by the cards (who holds a GPU), the compose runtime (validate,
+start, stop, inspect, logs) and the gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
+class DockerError(Exception):
+    """docker could not be run, or did not answer; the message says which command and why."""
+
+
+class Docker:
+    def __init__(self, docker_host=None, binary=None, timeout=120):
+        self.docker_host = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+        self.binary = binary or shutil.which("docker") or "docker"
+        self.timeout = timeout
+
+    def run(self, args, timeout=None, merge_output=False):
+        """``(rc, stdout, stderr)`` of ``docker ARGS``; DockerError when it cannot be run.
+        With ``merge_output`` stderr is folded into stdout in the order it was written."""
+        env = dict(os.environ, DOCKER_HOST=self.docker_host)
+        command = [self.binary] + [str(arg) for arg in args]
+        try:
+            proc = subprocess.run(command, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
+                                  timeout=timeout or self.timeout, check=False)
+        except OSError as exc:
+            raise DockerError("cannot run %s: %s" % (self.binary, exc.strerror or exc)) from None
+        except subprocess.TimeoutExpired:
+            raise DockerError("docker %s took longer than %ss" % (args[0], timeout or self.timeout)) from None
+        decode = (lambda data: (data or b"").decode("utf-8", errors="replace"))
+        return proc.returncode, decode(proc.stdout), decode(proc.stderr)
+
+    def inspect(self, names):
+        """``({id: docker inspect object}, None)`` for the containers that exist (names or ids),
+        or ``({}, why)`` when the engine cannot be asked."""
+        if not names:
+            return {}, None
+        try:
+            rc, out, err = self.run(["inspect", "--type", "container"] + list(names), timeout=30)
+        except DockerError as exc:
+            return {}, str(exc)
+        # With unknown names docker exits 1 but still prints the ones it found.
+        try:
+            answer = json.loads(out or "[]")
+        except ValueError:
+            answer = None
+        if not isinstance(answer, list) or (rc != 0 and not answer and "No such" not in err):
+            why = (err or out).strip().splitlines()
+            return {}, "the Docker engine at %s did not answer: %s" % (
+                self.docker_host, why[0] if why else "exit %d" % rc)
+        return {attrs["Id"]: attrs for attrs in answer if isinstance(attrs, dict) and attrs.get("Id")}, None
+
+    def inspect_one(self, name):
+        """One container's ``docker inspect`` object, or None when it does not exist."""
+        found, _why = self.inspect([name])
+        return next(iter(found.values()), None)
+
+    def logs(self, container, since=None, timeout=60):
+        """A container's whole log, stdout and stderr in the order it wrote them."""
+        args = ["logs"] + (["--since", since] if since else []) + [container]
+        rc, out, _err = self.run(args, timeout=timeout, merge_output=True)
+        if rc != 0:
+            raise DockerError("docker logs failed (rc=%d): %s" % (rc, out.strip()[-500:]))
+        return out
+
+    def labelled(self, label, fields):
+        """``{label value: {field: value}}`` for every container (running or not) carrying
+        ``label``, with the ``docker ps`` fields asked for (e.g. State, Status, Names)."""
+        template = "\t".join(["{{.Label \"%s\"}}" % label] + ["{{.%s}}" % field for field in fields])
+        rc, out, err = self.run(["ps", "--all", "--filter", "label=" + label, "--format", template],
+                                timeout=60)
+        if rc != 0:
+            raise DockerError("docker ps failed (rc=%d): %s" % (rc, (err or out).strip()))
+        found = {}
+        for line in out.splitlines():
+            parts = line.split("\t")
+            if len(parts) == len(fields) + 1 and parts[0]:
+                found[parts[0]] = dict(zip(fields, parts[1:]))
+        return found
