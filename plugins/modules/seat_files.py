@@ -43,15 +43,15 @@ options:
     default: present
   seat:
     description:
-      - The seat as the plan places it. Required with O(state=present).
-      - "Keys: C(name), C(engine) (V(vllm) or V(fixed)), C(image), C(port), C(gpu_uuids) (list,
-        one per tensor-parallel rank); for vLLM also C(model), C(max_model_len),
-        C(kv_cache_memory_bytes), C(gpu_memory_utilization), and optionally
-        C(served_model_names), C(tensor_parallel_size), C(kv_cache_dtype),
-        C(tool_call_parser), C(reasoning_parser), C(default_chat_template_kwargs),
-        C(max_new_tokens), C(max_num_seqs), C(block_size), C(extra_args); for both optionally
-        C(container_name), C(command), C(environment), C(volumes), C(health_path),
-        C(health_interval), C(health_start_period) (docker durations)."
+      - The seat as the plan places it (one of M(llmfleet.seats.seat_plan)'s C(plan.seats)).
+        Required with O(state=present).
+      - "Read: C(name), C(engine) (V(vllm) or V(fixed)), C(runtime) (V(compose), the default),
+        C(port), C(gpus) (UUIDs, one per tensor-parallel rank), C(container), C(health_path),
+        C(launch) (C(image), C(environment), C(volumes), C(command), C(health_interval),
+        C(health_start_period), and the engine's: for vLLM C(model), C(served_model_names),
+        C(tensor_parallel_size), C(kv_cache_dtype), the parsers, C(extra_args)...; for a fixed
+        tenant C(container_port)); for vLLM the planned C(max_model_len),
+        C(kv_cache_memory_bytes) and C(gpu_memory_utilization)."
     type: dict
   host:
     description: The host name written in the files' header comment.
@@ -96,15 +96,17 @@ EXAMPLES = r"""
     seat:
       name: gen-small
       engine: vllm
-      image: vllm/vllm-openai:v0.33.0
       port: 8011
-      gpu_uuids: [GPU-6c1f2f2e-0d0b-4c59-9d3e-1a2b3c4d5e01]
-      model: /models/Qwen3.5-35B-A3B
+      gpus: [GPU-6c1f2f2e-0d0b-4c59-9d3e-1a2b3c4d5e01]
+      container: vllm-gen-small
       max_model_len: 262144
       kv_cache_memory_bytes: 5905580032
       gpu_memory_utilization: 0.12
-      served_model_names: [gen-small]
-      max_new_tokens: 32768
+      launch:
+        image: vllm/vllm-openai:v0.33.0
+        model: /models/Qwen3.5-35B-A3B
+        served_model_names: [gen-small]
+        max_new_tokens: 32768
   become: true
   register: gen_small_files
 
@@ -114,6 +116,13 @@ EXAMPLES = r"""
     state: restored
     restore: "{{ gen_small_files.files }}"
   become: true
+
+- name: Render every planned seat of the host
+  llmfleet.seats.seat_files:
+    project_dir: "/opt/docker/compose/{{ item.name }}"
+    host: "{{ inventory_hostname }}"
+    seat: "{{ item }}"
+  loop: "{{ plan.seats }}"
 """
 
 RETURN = r"""
@@ -141,191 +150,20 @@ backups:
   elements: str
 """
 
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import (
-    COMPOSE_FILE,
-    ENV_FILE,
-    RenderError,
-    render_seat_files,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
     SeatFilesError,
-    backup_path_for,
-    check_backup_name_parts,
-    make_backup,
-    read_bytes,
+    file_mode,
+    present,
+    restored,
 )
-
-
-def sha256(data):
-    return None if data is None else hashlib.sha256(data).hexdigest()
-
-
-def _mode(module, value, name):
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value), 8)
-    except ValueError:
-        module.fail_json(msg="%s: expected an octal mode such as '0600', got %r" % (name, value))
-
-
-def _write(module, path, content, new_mode):
-    """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own."""
-    directory = os.path.dirname(path)
-    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=directory)
-    with os.fdopen(handle, "wb") as out:
-        out.write(content)
-    created = not os.path.exists(path)
-    module.atomic_move(temp, path)
-    if created:
-        # atomic_move gives a new file the umask's mode; a .env may hold tokens.
-        os.chmod(path, new_mode)
-
-
-def _remove_leftovers(project_dir):
-    """Temp files and staging directories of a run that was killed half way (the rebalance
-    lock means no other run is using them)."""
-    if not os.path.isdir(project_dir):
-        return
-    for name in os.listdir(project_dir):
-        if name.startswith(".llmfleet-"):
-            path = os.path.join(project_dir, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-
-
-def _validate(module, project_dir, contents):
-    """``docker compose config`` on the new pair, staged beside the real files."""
-    docker = module.get_bin_path("docker", required=True)
-    staging = tempfile.mkdtemp(prefix=".llmfleet-validate-", dir=project_dir)
-    try:
-        for name, content in contents.items():
-            with open(os.path.join(staging, name), "wb") as out:
-                out.write(content)
-        cmd = [docker, "compose", "--project-directory", project_dir,
-               "-f", os.path.join(staging, COMPOSE_FILE),
-               "--env-file", os.path.join(staging, ENV_FILE), "config", "--quiet"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            module.fail_json(msg="docker compose rejected the rendered files for %s: %s"
-                             % (project_dir, (proc.stderr or proc.stdout).strip()))
-    finally:
-        for name in os.listdir(staging):
-            os.unlink(os.path.join(staging, name))
-        os.rmdir(staging)
-
-
-def present(module):
-    params = module.params
-    project_dir = params["project_dir"]
-    date = params["backup_date"] or time.strftime("%Y%m%d")
-    try:
-        check_backup_name_parts(date, params["backup_tag"])
-        rendered = render_seat_files(params["seat"], params["host"])
-    except (RenderError, SeatFilesError) as exc:
-        module.fail_json(msg=str(exc))
-    contents = {name: text.encode("utf-8") for name, text in rendered.items()}
-    modes = {ENV_FILE: _mode(module, params["env_mode"], "env_mode"),
-             COMPOSE_FILE: _mode(module, params["compose_mode"], "compose_mode")}
-
-    files, diffs, backups = {}, [], []
-    for name, content in contents.items():
-        path = os.path.join(project_dir, name)
-        before = read_bytes(path)
-        entry = {"path": path, "changed": before != content, "created": before is None,
-                 "backup": None, "before_sha256": sha256(before)}
-        if entry["changed"] and before is not None:
-            entry["backup"] = backup_path_for(path, date, params["backup_tag"])
-            backups.append(entry["backup"])
-        files[name] = entry
-        if entry["changed"]:
-            diffs.append({"before_header": path if before is not None else "(absent)",
-                          "after_header": path,
-                          "before": to_text(before or b""), "after": to_text(content)})
-
-    changed = any(entry["changed"] for entry in files.values())
-    if not module.check_mode:
-        _remove_leftovers(project_dir)
-    if changed and not module.check_mode:
-        if not os.path.isdir(project_dir):
-            os.makedirs(project_dir, 0o755)
-        if params["validate"]:
-            _validate(module, project_dir, contents)
-        for name, entry in files.items():
-            if entry["backup"]:
-                make_backup(entry["path"], entry["backup"])
-        for name, entry in files.items():
-            if entry["changed"]:
-                _write(module, entry["path"], contents[name], modes[name])
-    result = {"changed": changed, "files": files, "backups": backups}
-    if module._diff:
-        result["diff"] = diffs
-    module.exit_json(**result)
-
-
-def restored(module):
-    restore = module.params["restore"]
-    if not isinstance(restore, dict):
-        module.fail_json(msg="restore: expected the 'files' result of a state=present run")
-    files, diffs = {}, []
-    for name, entry in sorted(restore.items()):
-        path = entry.get("path") if isinstance(entry, dict) else None
-        if not path or os.path.dirname(path) != module.params["project_dir"].rstrip("/"):
-            module.fail_json(msg="restore.%s: expected a file in %s, got %r"
-                             % (name, module.params["project_dir"], path))
-        current = read_bytes(path)
-        if entry.get("created"):
-            wanted = None
-        elif entry.get("backup") and os.path.exists(entry["backup"]):
-            wanted = read_bytes(entry["backup"])
-        elif entry.get("backup") and sha256(current) != entry.get("before_sha256"):
-            module.fail_json(msg="restore.%s: %s changed but its backup %s is gone; nothing was "
-                                 "changed" % (name, path, entry["backup"]))
-        else:
-            # Unchanged, or journaled before a run that never got to write it.
-            wanted = current
-        files[name] = {"path": path, "changed": current != wanted}
-        if current != wanted:
-            diffs.append({"before_header": path, "after_header": entry.get("backup") or "(absent)",
-                          "before": to_text(current or b""), "after": to_text(wanted or b"")})
-    changed = any(entry["changed"] for entry in files.values())
-    if changed and not module.check_mode:
-        for name, entry in restore.items():
-            if not files[name]["changed"]:
-                continue
-            if entry.get("created"):
-                os.unlink(entry["path"])
-            else:
-                _restore_copy(module, entry["backup"], entry["path"])
-    result = {"changed": changed, "files": files, "backups": []}
-    if module._diff:
-        result["diff"] = diffs
-    module.exit_json(**result)
-
-
-def _restore_copy(module, backup, path):
-    """Copy the backup over ``path`` atomically, with the backup's bytes, mode and owner."""
-    directory = os.path.dirname(path)
-    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=directory)
-    os.close(handle)
-    with open(backup, "rb") as src, open(temp, "wb") as dst:
-        dst.write(src.read())
-    info = os.stat(backup)
-    os.chmod(temp, info.st_mode & 0o7777)
-    os.chown(temp, info.st_uid, info.st_gid)
-    os.rename(temp, path)
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import COMPOSE_FILE, ENV_FILE
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
 
 def main():
@@ -345,10 +183,22 @@ def main():
         required_if=[("state", "present", ["seat"]), ("state", "restored", ["restore"])],
         supports_check_mode=True,
     )
-    if module.params["state"] == "present":
-        present(module)
-    else:
-        restored(module)
+    params = module.params
+    try:
+        if params["state"] == "present":
+            modes = {ENV_FILE: file_mode(params["env_mode"], "env_mode"),
+                     COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
+            result = present(runtime_of(params["seat"]), params["project_dir"], params["seat"],
+                             params["host"], params["backup_tag"],
+                             params["backup_date"] or time.strftime("%Y%m%d"), modes,
+                             params["validate"], Docker(), module.check_mode, module.atomic_move)
+        else:
+            result = restored(params["project_dir"], params["restore"], module.check_mode)
+    except (RenderError, SeatFilesError) as exc:
+        module.fail_json(msg=str(exc))
+    if not module._diff:
+        del result["diff"]
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -66,11 +66,11 @@ options:
   health_timeout:
     description: Seconds to wait for a seat's C(/health) to answer 200.
     type: int
-    default: 1200
+    default: 1800
   health_interval:
     description: Seconds between C(/health) polls.
     type: int
-    default: 5
+    default: 10
   runtime_probe:
     description: Send one long request (about O(runtime_probe_fraction) of C(max_model_len)).
     type: bool
@@ -135,127 +135,35 @@ gates:
       type: str
 """
 
-import json
-import os
-import time
-import urllib.error
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import gates as _gates
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
-    VllmLogError,
-    parse_boot_log,
-    read_container_log,
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    HEALTH_INTERVAL_S,
+    HEALTH_TIMEOUT_S,
+    MARGIN_MIB,
+    TOLERANCE_MIB,
 )
-
-
-def _http(method, url, api_key=None, body=None, timeout=10):
-    """``(status, parsed JSON or text)``; status None when nothing answered."""
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
-    data = json.dumps(body).encode() if body is not None else None
-    try:
-        response = open_url(url, data=data, headers=headers, method=method, timeout=timeout)
-        status, raw = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    except (urllib.error.URLError, OSError):
-        return None, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode("utf-8", "replace")
-
-
-class Host:
-    """The target's docker CLI and the seats' ports."""
-
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.env = dict(os.environ)
-        if self.params["docker_host"]:
-            self.env["DOCKER_HOST"] = self.params["docker_host"]
-        self.docker = module.get_bin_path("docker", required=True)
-
-    def inspect(self, container):
-        docker_host = {k: v for k, v in self.env.items() if k == "DOCKER_HOST"}
-        rc, out, dummy = self.module.run_command([self.docker, "inspect", container],
-                                                 environ_update=docker_host)
-        if rc != 0:
-            return None
-        return json.loads(out)[0]
-
-    def url(self, seat, path):
-        return "http://%s:%d%s" % (self.params["address"], seat["port"], path)
-
-    def wait_healthy(self, seat):
-        """Poll /health until 200, the timeout, or the container stops or restarts: with
-        ``restart: always`` a seat that dies at boot comes back, and would die again."""
-        timeout, interval = self.params["health_timeout"], self.params["health_interval"]
-        started = time.time()
-        status = None
-        while True:
-            status = _http("GET", self.url(seat, seat.get("health_path", "/health")))[0]
-            waited = time.time() - started
-            if status == 200 or waited >= timeout:
-                return status, waited
-            inspect = self.inspect(seat["container"]) or {}
-            state = inspect.get("State", {})
-            if not state.get("Running") or state.get("Restarting") or inspect.get("RestartCount"):
-                return status, waited
-            time.sleep(min(interval, max(timeout - waited, 0.1)))
-
-    def boot_log(self, container):
-        return parse_boot_log(read_container_log(container, docker=self.docker, env=self.env))
-
-    def probe(self, seat):
-        """One request with a prompt near max_model_len: what boot never exercises."""
-        tokens = int(seat["max_model_len"] * self.params["runtime_probe_fraction"])
-        body = {"model": seat["served_model_names"][0], "max_tokens": 16,
-                "messages": [{"role": "user", "content": "hello " * tokens}]}
-        status, reply = _http("POST", self.url(seat, "/v1/chat/completions"),
-                              self.params["api_key"], body, timeout=self.params["health_timeout"])
-        detail = "" if status == 200 else str(reply)[:300]
-        return tokens, status, detail
-
-
-def after_boot(host, seat):
-    gates = []
-    status, waited = host.wait_healthy(seat)
-    gates.append(_gates.container_gate(seat, host.inspect(seat["container"])))
-    gates.append(_gates.health_gate(seat, status, waited, host.params["health_timeout"]))
-    if seat["engine"] != "vllm":
-        return gates
-    if status == 200:
-        models_status, models = _http("GET", host.url(seat, "/v1/models"), host.params["api_key"])
-        gates.append(_gates.models_gate(seat, models if models_status == 200 else None))
-    try:
-        gates.extend(_gates.boot_log_gates(seat, host.boot_log(seat["container"])))
-    except VllmLogError as exc:
-        gates.append(_gates.gate(seat["name"], "boot_log", False, None, "readable", str(exc)))
-    if status == 200 and host.params["runtime_probe"]:
-        gates.append(_gates.runtime_probe_gate(seat, *host.probe(seat)))
-        gates.append(_gates.container_gate(seat, host.inspect(seat["container"])))
-    return gates
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
+    PHASES,
+    GateInputError,
+    SeatHost,
+    run_gates,
+)
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "phase": {"type": "str", "required": True,
-                      "choices": ["before_start", "after_boot", "after_boot_memory", "plateau"]},
+            "phase": {"type": "str", "required": True, "choices": list(PHASES)},
             "seats": {"type": "list", "elements": "dict", "default": []},
             "cards": {"type": "dict"},
             "plan_gpus": {"type": "list", "elements": "dict", "default": []},
             "gpus": {"type": "list", "elements": "str", "default": []},
-            "margin_mib": {"type": "int", "default": 512},
-            "tolerance_mib": {"type": "int", "default": 512},
-            "health_timeout": {"type": "int", "default": 1200},
-            "health_interval": {"type": "int", "default": 5},
+            "margin_mib": {"type": "int", "default": MARGIN_MIB},
+            "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
+            "health_timeout": {"type": "int", "default": HEALTH_TIMEOUT_S},
+            "health_interval": {"type": "int", "default": HEALTH_INTERVAL_S},
             "runtime_probe": {"type": "bool", "default": False},
             "runtime_probe_fraction": {"type": "float", "default": 0.9},
             "address": {"type": "str", "default": "127.0.0.1"},
@@ -267,23 +175,16 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    phase = params["phase"]
+    host = SeatHost(Docker(params["docker_host"]), params["address"], params["api_key"],
+                    params["health_timeout"], params["health_interval"], params["runtime_probe"],
+                    params["runtime_probe_fraction"])
     try:
-        if phase == "before_start":
-            gates = [g for seat in params["seats"]
-                     for g in _gates.before_start(seat, params["cards"], params["margin_mib"])]
-        elif phase == "after_boot":
-            host = Host(module)
-            gates = [g for seat in params["seats"] for g in after_boot(host, seat)]
-        else:
-            gates = _gates.memory_gates(params["plan_gpus"], params["cards"], set(params["gpus"]),
-                                        params["margin_mib"], params["tolerance_mib"],
-                                        "plateau" if phase == "plateau" else "boot")
-    except (KeyError, TypeError) as exc:
-        module.fail_json(msg="seats/cards/plan_gpus: expected seat_plan and gpu_info results, "
-                             "missing or malformed %s" % exc)
-    if _gates.failed(gates):
-        module.fail_json(msg="gate failed: %s" % _gates.summary(gates), gates=gates)
+        gates, failure = run_gates(params["phase"], params["seats"], params["cards"], params["plan_gpus"],
+                                   params["gpus"], params["margin_mib"], params["tolerance_mib"], host)
+    except GateInputError as exc:
+        module.fail_json(msg=str(exc))
+    if failure:
+        module.fail_json(msg=failure, gates=gates)
     module.exit_json(changed=False, gates=gates)
 
 

@@ -7,7 +7,19 @@
 
 """The engine seam: what kind of server a seat runs (vLLM, a fixed-size tenant). An engine says
 how its seat is sized, what its launch arguments and environment are, how its boot log is read,
-and which gates and probe apply after it boots. docs/architecture.md has the interface.
+and which gates and probe apply after it boots; ``seam`` lists the interface, ``ENGINES`` who
+implements it.
 
 May import: _common, _sizing.
 """
+
+from __future__ import annotations
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import fixed, vllm
+
+ENGINES = {engine.NAME: engine for engine in (vllm, fixed)}
+
+
+def engine_of(seat):
+    """The engine module of a seat (a plan seat or a normalized inventory seat)."""
+    return ENGINES[seat["engine"]]

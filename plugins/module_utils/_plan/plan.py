@@ -8,42 +8,37 @@
 """A host's plan: every seat sized in bytes, its footprint counted, the seats placed.
 
 inventory (GPUs, seats) + model configs + the cards (now, and at the plateau)
-  -> seat spec in normal form (_seat_spec)
-  -> KV budget per vLLM seat, exactly as vLLM 0.33 (_kv_sizing)
-  -> footprint per seat per GPU, measured at the plateau where possible (_footprint)
+  -> seat spec in normal form (seat_spec)
+  -> each seat sized by its engine: a vLLM seat's KV budget exactly as vLLM 0.33 (_sizing)
+  -> footprint per seat per GPU, measured at the plateau where possible (_sizing.footprint)
   -> provably best placement for the worst spare at plateau, fewest moves (_placement)
-  -> per GPU: seats, spare at plateau and at boot; per seat: KV tokens, concurrency, the util
-     that gates its boot, and the render input for its files (_render)
+  -> per GPU: seats, spare at plateau and at boot; per seat: each planned number once (KV
+     tokens, concurrency, the util that gates its boot) and its launch inputs
 """
 
 from __future__ import annotations
 
 import math
-import os
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    GPU_PROFILE,
+    KV_FACTOR,
+    KV_ROUND_TO,
+    MARGIN_MIB,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import normalize_host
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     FootprintError,
-    boot_gate_utilization,
-    seat_footprint,
-    weights_bytes_per_gpu,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
-    KVSizingError,
-    evaluate_kv_budget,
-    size_kv_budget,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
-    ModelConfigError,
-    load_model_config,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
-    PlacementError,
-    place,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import normalize_host
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
+
+# What the rendered files need of every seat, as the inventory declared it (an engine adds its
+# own LAUNCH_FIELDS).
+LAUNCH_FIELDS = ("image", "environment", "volumes", "command", "health_interval", "health_start_period")
 
 
 class PlanError(ValueError):
@@ -74,52 +69,15 @@ def _card_memory(host, gpus, reading, names, what):
     return memory
 
 
-def _kv(seat, config, options):
-    common = {"seat": seat["name"], "kv_cache_dtype": seat["kv_cache_dtype"],
-              "tensor_parallel_size": seat["tensor_parallel_size"], "block_size": seat["block_size"],
-              "max_num_seqs": seat["max_num_seqs"],
-              "max_num_batched_tokens": seat["max_num_batched_tokens"], "gpu": options["gpu_profile"]}
-    if seat["kv_cache_memory_bytes"] is not None:
-        result = evaluate_kv_budget(config, seat["max_model_len"], seat["kv_cache_memory_bytes"], **common)
-        rule = "pinned %s" % human_bytes(seat["kv_cache_memory_bytes"])
-    else:
-        result = size_kv_budget(config, seat["max_model_len"], kv_factor=seat["kv_factor"],
-                                kv_round_to=options["kv_round_to"], **common)
-        rule = "%s %sx" % (seat["kv_rule"], seat["kv_factor"])
-    if not result["boot_ok"]:
-        raise KVSizingError("seat %s: vLLM would not boot with %s of KV: %s"
-                            % (seat["name"], human_bytes(result["kv_cache_memory_bytes"]),
-                               result["boot_error"]))
-    return result, rule
-
-
-def _config_path(seat, inventory_dir):
-    path = seat["model_config"]
-    return path if os.path.isabs(path) else os.path.join(inventory_dir or ".", path)
-
-
-def _deploy(seat, gpus, kv, util):
-    common = ("name", "engine", "image", "port", "container_name", "environment", "volumes",
-              "command", "health_path", "health_interval", "health_start_period")
-    deploy = {key: seat[key] for key in common}
-    deploy["gpu_uuids"] = gpus
-    if seat["engine"] == "fixed":
-        deploy["container_port"] = seat["container_port"]
-    else:
-        deploy.update({key: seat[key] for key in (
-            "model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
-            "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
-            "max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size",
-            "extra_args")})
-        deploy.update(max_model_len=kv["max_model_len"],
-                      kv_cache_memory_bytes=kv["kv_cache_memory_bytes"],
-                      gpu_memory_utilization=util)
-    return deploy
+def _launch(seat):
+    """The seat's launch inputs (what the runtime renders besides the planned numbers)."""
+    engine = engine_of(seat)
+    return {key: seat[key] for key in LAUNCH_FIELDS + engine.LAUNCH_FIELDS}
 
 
 def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, plateau_kv=None,
-               plateau_kv_planned=False, seat_defaults=None, kv_factor=1.25, kv_round_to="0.5GiB",
-               gpu_profile="h100", min_spare_mib=0, boot_margin_mib=512,
+               plateau_kv_planned=False, seat_defaults=None, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
+               gpu_profile=GPU_PROFILE, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
                default_overhead_mib=DEFAULT_OVERHEAD_MIB):
     """The plan of one host (see the module doc of llmfleet.seats.seat_plan for its keys).
 
@@ -135,18 +93,14 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
 
     errors, sized = [], {}
     for seat in spec["seats"]:
+        engine = engine_of(seat)
         try:
-            kv, rule, weights = None, "fixed cap", None
-            if seat["engine"] == "vllm":
-                path = _config_path(seat, inventory_dir)
-                kv, rule = _kv(seat, load_model_config(path, seat=seat["name"]), options)
-                weights = weights_bytes_per_gpu(seat, path)
-            kv_bytes = kv["kv_cache_memory_bytes"] if kv else 0
-            ran_with = kv_bytes if plateau_kv_planned else (plateau_kv or {}).get(seat["name"])
-            footprint = seat_footprint(seat, kv_bytes, weights, plateau, ran_with,
-                                       default_overhead_mib)
-            sized[seat["name"]] = (kv, rule, footprint)
-        except (ModelConfigError, KVSizingError, FootprintError) as exc:
+            sizing = engine.size(seat, inventory_dir, options)
+            kv = engine.kv_bytes(sizing)
+            ran_with = kv if plateau_kv_planned else (plateau_kv or {}).get(seat["name"])
+            footprint = engine.footprint(seat, sizing, plateau, ran_with, default_overhead_mib)
+            sized[seat["name"]] = (sizing, footprint)
+        except (SizingError, FootprintError) as exc:
             errors.append(str(exc))
     if errors:
         raise PlanError("host %s: %d seat(s) cannot be sized:\n- %s"
@@ -162,7 +116,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
             [{"id": gpu["uuid"], "keep_clear": gpu["keep_clear"],
               "capacity_mib": memory[gpu["uuid"]]["total"] - memory[gpu["uuid"]]["reserved"]
               - memory[gpu["uuid"]]["not_ours"]} for gpu in spec["gpus"]],
-            [{"name": seat["name"], "need_mib": sized[seat["name"]][2]["footprint_mib"],
+            [{"name": seat["name"], "need_mib": sized[seat["name"]][1]["footprint_mib"],
               "gpu_count": seat["gpu_count"],
               "gpu": _one_or_list(seat["gpu"]), "avoid_gpus": seat["avoid_gpus"],
               "current_gpu": _one_or_list(seat["current_gpu"])} for seat in spec["seats"]],
@@ -182,28 +136,24 @@ def _assemble(host, spec, sized, memory, now, placed, boot_margin_mib):
     index = {gpu["uuid"]: gpu["index"] for gpu in spec["gpus"]}
     warnings, plan_seats = [], []
     for seat in spec["seats"]:
-        kv, rule, footprint = sized[seat["name"]]
+        engine = engine_of(seat)
+        sizing, footprint = sized[seat["name"]]
         assigned = placed["assignment"][seat["name"]]
         gpus = assigned if isinstance(assigned, list) else [assigned]
         total = min(memory[uuid]["total"] for uuid in gpus)
-        util = boot_gate_utilization(footprint["footprint_mib"], boot_margin_mib, total) \
-            if seat["engine"] == "vllm" else None
         entry = {
             "name": seat["name"], "engine": seat["engine"], "gpus": gpus,
             "gpu_indices": [index[uuid] for uuid in gpus],
             "current_gpus": seat["current_gpu"] or [],
             "moved": seat["name"] in placed["moves"],
             "container": seat["container_name"], "port": seat["port"],
-            "health_path": seat["health_path"], "kv_rule": rule,
-            "gpu_memory_utilization": util,
-            "deploy": _deploy(seat, gpus, kv, util),
+            "health_path": seat["health_path"], "kv_rule": sizing["rule"],
+            "gpu_memory_utilization": engine.boot_utilization(footprint["footprint_mib"],
+                                                              boot_margin_mib, total),
+            "launch": _launch(seat),
         }
         entry.update(footprint)
-        if kv:
-            entry.update({key: kv[key] for key in (
-                "max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
-                "block_size", "num_blocks", "per_token_kv_bytes")})
-            entry["served_model_names"] = seat["served_model_names"]
+        entry.update(engine.planned(seat, sizing))
         plan_seats.append(entry)
 
     plan_gpus = []
@@ -223,7 +173,7 @@ def _assemble(host, spec, sized, memory, now, placed, boot_margin_mib):
             "spare_mib": capacity - footprint, "spare_at_boot_mib": spare_at_boot,
         })
         for seat in mine:
-            if seat["engine"] != "vllm":
+            if seat["gpu_memory_utilization"] is None:
                 continue
             # The seat that boots last on this GPU sees its neighbours at plateau at worst.
             free_when_booting = capacity - footprint + seat["footprint_mib"]

@@ -16,60 +16,19 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import KV_FACTOR, SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
 
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "volumes", "command", "health_path",
                 "health_interval", "health_start_period"}
 _DURATION_RE = re.compile(r"^(\d+(ms|s|m|h))+$")
-_VLLM_KEYS = _COMMON_KEYS | {
-    "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
-    "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
-    "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
-    "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes"}
-_FIXED_KEYS = _COMMON_KEYS | {"memory_cap_bytes", "memory_boot_bytes", "container_port"}
 
 
 class SeatSpecError(ValueError):
     """The inventory does not describe a host's seats; the message lists every problem."""
-
-
-class _Checker:
-    def __init__(self, host):
-        self.host = host
-        self.errors = []
-
-    def fail(self, where, field, expected, got):
-        self.errors.append("host %s: %s: %s: expected %s, got %r" % (self.host, where, field, expected, got))
-
-    def positive_int(self, where, field, value, maximum=None):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
-                maximum is not None and value > maximum):
-            self.fail(where, field, "an integer from 1%s" % (" to %d" % maximum if maximum else " up"), value)
-            return None
-        return value
-
-    def text(self, where, field, value):
-        if not isinstance(value, str) or not value.strip():
-            self.fail(where, field, "a non-empty string", value)
-            return None
-        return value
-
-    def size(self, where, field, value):
-        try:
-            return to_bytes(value, field)
-        except SizeError as exc:
-            self.errors.append("host %s: %s: %s" % (self.host, where, exc))
-            return None
-
-    def string_list(self, where, field, value):
-        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-            self.fail(where, field, "a list of non-empty strings", value)
-            return None
-        return list(value)
 
 
 def _gpus(check, gpus):
@@ -136,28 +95,25 @@ def _seat(check, position, raw, gpus, defaults):
         return None
     name = raw.get("name")
     where = "seat %s" % name if isinstance(name, str) else "llmfleet_seats[%d]" % position
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
         check.fail(where, "name", "lowercase letters, digits, '-' or '_' (it names the compose project)", name)
-    engine = raw.get("engine")
-    if engine not in ("vllm", "fixed"):
-        check.fail(where, "engine", "'vllm' or 'fixed'", engine)
+    engine = ENGINES.get(raw.get("engine")) if isinstance(raw.get("engine"), str) else None
+    if engine is None:
+        check.fail(where, "engine", " or ".join(repr(name) for name in ENGINES), raw.get("engine"))
         return None
-    allowed = _VLLM_KEYS if engine == "vllm" else _FIXED_KEYS
-    for key in sorted(set(raw) - allowed):
-        check.fail(where, key, "a known field for a %s seat (typo?)" % engine, raw[key])
+    for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS):
+        check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, raw[key])
 
-    tp = 1
-    if engine == "vllm":
-        tp = check.positive_int(where, "tensor_parallel_size", raw.get("tensor_parallel_size", 1)) or 1
+    tp = engine.gpu_count(check, where, raw)
     seat = {
-        "name": name, "engine": engine,
+        "name": name, "engine": engine.NAME,
         "image": check.text(where, "image", raw.get("image")),
         "port": check.positive_int(where, "port", raw.get("port"), 65535),
         "gpu": _gpu_refs(check, where, "gpu", raw.get("gpu"), gpus, tp),
         "avoid_gpus": _gpu_refs(check, where, "avoid_gpus", raw.get("avoid_gpus"), gpus) or [],
         "current_gpu": _gpu_refs(check, where, "current_gpu", raw.get("current_gpu"), gpus, tp),
         "gpu_count": tp,
-        "container_name": raw.get("container_name") or ("vllm-%s" % name if engine == "vllm" else name),
+        "container_name": raw.get("container_name") or engine.container_name(name),
         "environment": raw.get("environment") or {},
         "volumes": raw.get("volumes") or [],
         "command": raw.get("command") or [],
@@ -174,67 +130,19 @@ def _seat(check, position, raw, gpus, defaults):
     for field in ("volumes", "command"):
         if seat[field]:
             check.string_list(where, field, seat[field])
-    if engine == "fixed":
-        cap = raw.get("memory_cap_bytes")
-        if cap is None:
-            check.fail(where, "memory_cap_bytes", "the tenant's fixed memory cap, e.g. 3840MiB", cap)
-        else:
-            seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap)
-        seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"]) \
-            if "memory_boot_bytes" in raw else None
-        # The port the tenant's image listens on inside the container (vLLM's is --port).
-        seat["container_port"] = check.positive_int(
-            where, "container_port", raw.get("container_port", seat["port"]), 65535)
-        return seat
-
-    seat["model"] = check.text(where, "model", raw.get("model"))
-    seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
-    length = raw.get("max_model_len")
-    if length != "published":
-        length = check.positive_int(where, "max_model_len", length)
-    seat["max_model_len"] = length
-    if "kv_cache_memory_bytes" in raw and "kv_factor" in raw:
-        check.fail(where, "kv_cache_memory_bytes", "either a pinned budget or kv_factor, not both",
-                   raw["kv_cache_memory_bytes"])
-    seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"]) \
-        if "kv_cache_memory_bytes" in raw else None
-    factor = raw.get("kv_factor", defaults["kv_factor"])
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-        check.fail(where, "kv_factor", "a positive number", factor)
-    seat["kv_factor"] = factor
-    seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
-                       else "exception" if "kv_factor" in raw else "rule")
-    dtype = raw.get("kv_cache_dtype", "auto")
-    if dtype not in KV_CACHE_DTYPES:
-        check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
-    seat["kv_cache_dtype"] = dtype
-    seat["tensor_parallel_size"] = tp
-    served = raw.get("served_model_names", [name])
-    seat["served_model_names"] = check.string_list(where, "served_model_names", served) or [name]
-    for field in ("tool_call_parser", "reasoning_parser"):
-        seat[field] = check.text(where, field, raw[field]) if raw.get(field) is not None else None
-    kwargs = raw.get("default_chat_template_kwargs")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        check.fail(where, "default_chat_template_kwargs", "a dict, e.g. {enable_thinking: false}", kwargs)
-    seat["default_chat_template_kwargs"] = kwargs
-    for field in ("max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
-        seat[field] = check.positive_int(where, field, raw[field]) if raw.get(field) is not None else None
-    seat["extra_args"] = check.string_list(where, "extra_args", raw["extra_args"]) \
-        if raw.get("extra_args") else []
-    for field in ("weights_bytes", "overhead_bytes"):
-        seat[field] = check.size(where, field, raw[field]) if raw.get(field) is not None else None
+    engine.normalize(check, where, raw, seat, defaults)
     return seat
 
 
-def normalize_host(host, gpus, seats, kv_factor=1.25, seat_defaults=None):
+def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None):
     """``{"gpus": [...], "seats": [...]}`` in normal form, or SeatSpecError listing every problem.
 
     ``seat_defaults`` (``llmfleet_seat_defaults``): per engine (``vllm``, ``fixed``), fields every
     seat of that engine gets unless it sets them itself, e.g. the model cache volume.
     """
-    check = _Checker(host)
+    check = Checker(host)
     seat_defaults = seat_defaults or {}
-    if not isinstance(seat_defaults, dict) or set(seat_defaults) - {"vllm", "fixed"} or not all(
+    if not isinstance(seat_defaults, dict) or set(seat_defaults) - set(ENGINES) or not all(
             isinstance(value, dict) for value in seat_defaults.values()):
         check.errors.append("host %s: llmfleet_seat_defaults: expected {vllm: {field: value}, "
                             "fixed: {field: value}}, got %r" % (host, seat_defaults))

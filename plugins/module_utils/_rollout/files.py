@@ -5,7 +5,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Write a seat's files with dated backups, and put them back byte for byte.
+"""Write a seat's files (rendered by its runtime) with dated backups, and put them back byte
+for byte.
 
 A backup is ``<file>.bak-YYYYMMDD-<tag>`` (the operator's own convention, seed 000), a copy with
 the original's bytes, mode and owner. When that name is taken by a different earlier version,
@@ -14,9 +15,11 @@ the original's bytes, mode and owner. When that name is taken by a different ear
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import tempfile
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _DATE_RE = re.compile(r"^\d{8}$")
@@ -62,3 +65,151 @@ def make_backup(path, backup):
     shutil.copy2(path, backup)
     info = os.stat(path)
     os.chown(backup, info.st_uid, info.st_gid)
+
+
+_MODE_RE = re.compile(r"\A0?[0-7]{3}\Z")
+
+
+def file_mode(value, name):
+    """A file mode written as an octal string ('0600'); a bare YAML number is refused (600
+    would be read as decimal, mode 0o1130)."""
+    if not isinstance(value, str) or not _MODE_RE.match(value):
+        raise SeatFilesError("%s: expected an octal mode as a quoted string such as '0600', got %r"
+                             % (name, value))
+    return int(value, 8)
+
+
+def sha256(data):
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _replace(path, content, new_mode, move):
+    """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own
+    (``move(temp, path)`` keeps it, as Ansible's atomic_move does)."""
+    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
+    with os.fdopen(handle, "wb") as out:
+        out.write(content)
+    created = not os.path.exists(path)
+    move(temp, path)
+    if created:
+        # a new file would get the umask's mode; a .env may hold tokens
+        os.chmod(path, new_mode)
+
+
+def _remove_leftovers(project_dir):
+    """Temp files and staging directories of a run that was killed half way (the rebalance
+    lock means no other run is using them)."""
+    if not os.path.isdir(project_dir):
+        return
+    for name in os.listdir(project_dir):
+        if name.startswith(".llmfleet-"):
+            path = os.path.join(project_dir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def _validate(runtime, project_dir, contents, docker):
+    """The runtime's check of the new files, staged beside the real ones."""
+    staging = tempfile.mkdtemp(prefix=".llmfleet-validate-", dir=project_dir)
+    try:
+        staged = {}
+        for name, content in contents.items():
+            staged[name] = os.path.join(staging, name)
+            with open(staged[name], "wb") as out:
+                out.write(content)
+        problem = runtime.validate(project_dir, staged, docker)
+    finally:
+        shutil.rmtree(staging)
+    if problem:
+        raise SeatFilesError("%s rejected the rendered files for %s: %s" % (runtime.NAME, project_dir, problem))
+
+
+def _text(data):
+    return (data or b"").decode("utf-8", errors="replace")
+
+
+def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
+            check_mode, move):
+    """seat_files' state=present: render the seat's files with its runtime; back up and replace
+    each file that changes. ``{"changed", "files", "backups", "diff"}``."""
+    check_backup_name_parts(backup_date, backup_tag)
+    contents = {name: text.encode("utf-8") for name, text in runtime.render(seat, host).items()}
+    files, diffs, backups = {}, [], []
+    for name, content in contents.items():
+        path = os.path.join(project_dir, name)
+        before = read_bytes(path)
+        entry = {"path": path, "changed": before != content, "created": before is None,
+                 "backup": None, "before_sha256": sha256(before)}
+        if entry["changed"] and before is not None:
+            entry["backup"] = backup_path_for(path, backup_date, backup_tag)
+            backups.append(entry["backup"])
+        files[name] = entry
+        if entry["changed"]:
+            diffs.append({"before_header": path if before is not None else "(absent)",
+                          "after_header": path, "before": _text(before), "after": _text(content)})
+    changed = any(entry["changed"] for entry in files.values())
+    if not check_mode:
+        _remove_leftovers(project_dir)
+    if changed and not check_mode:
+        if not os.path.isdir(project_dir):
+            os.makedirs(project_dir, 0o755)
+        if validate:
+            _validate(runtime, project_dir, contents, docker)
+        for entry in files.values():
+            if entry["backup"]:
+                make_backup(entry["path"], entry["backup"])
+        for name, entry in files.items():
+            if entry["changed"]:
+                _replace(entry["path"], contents[name], modes[name], move)
+    return {"changed": changed, "files": files, "backups": backups, "diff": diffs}
+
+
+def restored(project_dir, restore, check_mode):
+    """seat_files' state=restored: every file back from its backup, or removed when the run
+    that wrote it created it. ``{"changed", "files", "backups", "diff"}``."""
+    if not isinstance(restore, dict):
+        raise SeatFilesError("restore: expected the 'files' result of a state=present run")
+    files, diffs = {}, []
+    for name, entry in sorted(restore.items()):
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not path or os.path.dirname(path) != project_dir.rstrip("/"):
+            raise SeatFilesError("restore.%s: expected a file in %s, got %r" % (name, project_dir, path))
+        current = read_bytes(path)
+        if entry.get("created"):
+            wanted = None
+        elif entry.get("backup") and os.path.exists(entry["backup"]):
+            wanted = read_bytes(entry["backup"])
+        elif entry.get("backup") and sha256(current) != entry.get("before_sha256"):
+            raise SeatFilesError("restore.%s: %s changed but its backup %s is gone; nothing was "
+                                 "changed" % (name, path, entry["backup"]))
+        else:
+            # Unchanged, or journaled before a run that never got to write it.
+            wanted = current
+        files[name] = {"path": path, "changed": current != wanted}
+        if current != wanted:
+            diffs.append({"before_header": path, "after_header": entry.get("backup") or "(absent)",
+                          "before": _text(current), "after": _text(wanted)})
+    changed = any(entry["changed"] for entry in files.values())
+    if changed and not check_mode:
+        for name, entry in restore.items():
+            if not files[name]["changed"]:
+                continue
+            if entry.get("created"):
+                os.unlink(entry["path"])
+            else:
+                _restore_copy(entry["backup"], entry["path"])
+    return {"changed": changed, "files": files, "backups": [], "diff": diffs}
+
+
+def _restore_copy(backup, path):
+    """Copy the backup over ``path`` atomically, with the backup's bytes, mode and owner."""
+    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
+    os.close(handle)
+    with open(backup, "rb") as src, open(temp, "wb") as dst:
+        dst.write(src.read())
+    info = os.stat(backup)
+    os.chmod(temp, info.st_mode & 0o7777)
+    os.chown(temp, info.st_uid, info.st_gid)
+    os.rename(temp, path)

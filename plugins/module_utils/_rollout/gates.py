@@ -5,26 +5,33 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The rebalance's gates: each compares a measured value with what the plan expects and says
-both, so a failed gate reads as a sentence with numbers in it.
-
-A gate is ``{"seat", "gate", "ok", "measured", "expected", "detail"}``. The functions here only
-evaluate; reading the card, the container, the endpoints and the log is the module's job.
+"""The rebalance's gates, and reading what they measure: each compares a measured value with
+what the plan expects and says both, so a failed gate reads as a sentence with numbers in it
+(``_common.gate``). Every seat's gates are here (free memory, container running, health); a
+seat's engine adds its own (``after_boot_gates``), and ``SeatHost`` reads the seat's container,
+endpoints and log for them.
 """
 
 from __future__ import annotations
 
-import math
+import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    HEALTH_INTERVAL_S,
+    HEALTH_TIMEOUT_S,
+    MARGIN_MIB,
+    TOLERANCE_MIB,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import seat_usage_mib
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import reserved_matches
 
-MIB = 1024 ** 2
+PHASES = ("before_start", "after_boot", "after_boot_memory", "plateau")
 
 
-def gate(seat, name, ok, measured, expected, detail):
-    return {"seat": seat, "gate": name, "ok": bool(ok), "measured": measured,
-            "expected": expected, "detail": detail}
+class GateInputError(ValueError):
+    """seats/cards/plan_gpus that are not a plan's and gpu_info's."""
 
 
 def _cards_by_uuid(cards):
@@ -33,8 +40,8 @@ def _cards_by_uuid(cards):
 
 def before_start(seat, cards, margin_mib):
     """Free memory on each of the seat's GPUs, counting what the seat itself holds now (it is
-    recreated), must cover its footprint plus the margin; for vLLM it must also pass vLLM's own
-    startup check, ``free >= ceil(total * util)`` in bytes."""
+    recreated), must cover its footprint plus the margin; and the engine's own checks (vLLM's
+    startup check, ``free >= ceil(total * util)`` in bytes)."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
     own = seat_usage_mib(cards, seat["name"])
@@ -54,15 +61,7 @@ def before_start(seat, cards, margin_mib):
                " (with the %s MiB it holds now)" % "{:,}".format(own[uuid]) if own.get(uuid) else "",
                "{:,}".format(need), "{:,}".format(seat["footprint_mib"]),
                "{:,}".format(margin_mib))))
-        if seat["engine"] == "vllm":
-            util = seat["gpu_memory_utilization"]
-            requested = math.ceil(card["memory_total_mib"] * MIB * util)
-            free_bytes = free * MIB
-            gates.append(gate(
-                seat["name"], "vllm_startup_check", free_bytes >= requested, free_bytes, requested,
-                "vLLM refuses to start when free memory (%.2f GiB) is less than "
-                "ceil(total x %.2f) = %.2f GiB" % (free_bytes / 1024 ** 3, util,
-                                                   requested / 1024 ** 3)))
+        gates.extend(engine_of(seat).before_start_gates(seat, card, free))
     return gates
 
 
@@ -87,62 +86,6 @@ def health_gate(seat, status, waited_s, timeout_s):
                 % (status if status is not None else "nothing", waited_s, timeout_s))
 
 
-def models_gate(seat, models):
-    """/v1/models lists every served name with the planned max_model_len."""
-    expected = {name: seat["max_model_len"] for name in seat["served_model_names"]}
-    measured = {}
-    for card in (models or {}).get("data", []):
-        measured[card.get("id")] = card.get("max_model_len")
-    missing = [name for name, length in expected.items() if measured.get(name) != length]
-    return gate(seat["name"], "served_models", not missing, measured, expected,
-                "/v1/models lists %s; expected %s" % (
-                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(measured.items())) or "nothing",
-                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(expected.items()))))
-
-
-def _logged(value, sentence):
-    """The sentence about a value the boot log gave, or why there is none."""
-    return "the boot log has no such line" if value is None else sentence
-
-
-def boot_log_gates(seat, boot):
-    """The boot log's reserved KV and capacity line equal the plan; no OOM or fall-back."""
-    name = seat["name"]
-    planned = seat["kv_cache_memory_bytes"]
-    gates = [
-        gate(name, "kv_reserved", reserved_matches(planned, boot), boot.get("kv_cache_memory_bytes"),
-             planned, "%s; the plan pins %s bytes" % (_logged(
-                 boot.get("kv_cache_memory_bytes"), "the log's reserved KV line says %s GiB (%s bytes)"
-                 % (boot.get("reserved_kv_gib"), boot.get("kv_cache_memory_bytes"))), planned)),
-        gate(name, "kv_cache_tokens", boot.get("kv_cache_tokens") == seat["kv_cache_tokens"],
-             boot.get("kv_cache_tokens"), seat["kv_cache_tokens"],
-             "%s; the plan computed %s" % (_logged(
-                 boot.get("kv_cache_tokens"), "the log's GPU KV cache size is %s tokens"
-                 % _num(boot.get("kv_cache_tokens"))), _num(seat["kv_cache_tokens"]))),
-        gate(name, "max_concurrency", boot.get("max_concurrency") == seat["max_concurrency"],
-             boot.get("max_concurrency"), seat["max_concurrency"],
-             "%s; the plan computed %sx" % (_logged(
-                 boot.get("max_concurrency"), "the log's maximum concurrency is %sx at %s tokens"
-                 % (boot.get("max_concurrency"), _num(boot.get("max_model_len")))),
-                 seat["max_concurrency"])),
-        gate(name, "no_oom", boot.get("oom_events", 0) == 0 and boot.get("autotuner_oom_fallbacks", 0) == 0,
-             {"oom_events": boot.get("oom_events", 0),
-              "autotuner_oom_fallbacks": boot.get("autotuner_oom_fallbacks", 0)},
-             {"oom_events": 0, "autotuner_oom_fallbacks": 0},
-             "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
-             % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
-                ": " + boot["errors"][0] if boot.get("errors") else "")),
-    ]
-    return gates
-
-
-def runtime_probe_gate(seat, prompt_tokens, status, detail):
-    return gate(seat["name"], "runtime_probe", status == 200, status, 200,
-                "a %s-token request (max_model_len %s) answered %s%s"
-                % (_num(prompt_tokens), _num(seat["max_model_len"]), status,
-                   ": " + detail if detail else ""))
-
-
 def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
     """Free memory on each GPU touched now: at least the margin, and at least the plan's spare at
     plateau less the tolerance. Right after a boot there must already be that much (seats only
@@ -159,19 +102,79 @@ def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
             "GPU %d" % planned["index"], "free_mib_%s" % phase, free is not None and free >= floor,
             free, floor, "GPU %d has %s MiB free %s; the plan's spare at plateau is %s MiB (less "
             "tolerance %s, at least the margin %s)"
-            % (planned["index"], _num(free), "at plateau" if phase == "plateau" else "after boot",
-               _num(planned["spare_mib"]), _num(tolerance_mib), _num(margin_mib))))
+            % (planned["index"], num(free), "at plateau" if phase == "plateau" else "after boot",
+               num(planned["spare_mib"]), num(tolerance_mib), num(margin_mib))))
     return gates
 
 
-def failed(gates):
-    return [g for g in gates if not g["ok"]]
+class SeatHost:
+    """The target's side of the gates: a seat's container (docker inspect), its endpoints at
+    ``address`` and its log."""
+
+    def __init__(self, docker, address="127.0.0.1", api_key=None, health_timeout=HEALTH_TIMEOUT_S,
+                 health_interval=HEALTH_INTERVAL_S, runtime_probe=False, runtime_probe_fraction=0.9):
+        self.docker = docker
+        self.address = address
+        self.api_key = api_key
+        self.health_timeout = health_timeout
+        self.health_interval = health_interval
+        self.runtime_probe = runtime_probe
+        self.runtime_probe_fraction = runtime_probe_fraction
+
+    def client(self, seat):
+        return Client("http://%s:%d" % (self.address, seat["port"]), self.api_key, timeout=10)
+
+    def inspect(self, seat):
+        return self.docker.inspect_one(seat["container"])
+
+    def container_gate(self, seat):
+        return container_gate(seat, self.inspect(seat))
+
+    def log(self, seat):
+        return self.docker.logs(seat["container"])
+
+    def wait_healthy(self, seat):
+        """Poll the health path until 200, the timeout, or the container stops or restarts: with
+        ``restart: always`` a seat that dies at boot comes back, and would die again."""
+        client, path = self.client(seat), seat.get("health_path", "/health")
+        started = time.time()
+        while True:
+            try:
+                status = client.call("GET", path)[0]
+            except Unreachable:
+                status = None
+            waited = time.time() - started
+            if status == 200 or waited >= self.health_timeout:
+                return status, waited
+            inspect = self.inspect(seat) or {}
+            state = inspect.get("State", {})
+            if not state.get("Running") or state.get("Restarting") or inspect.get("RestartCount"):
+                return status, waited
+            time.sleep(min(self.health_interval, max(self.health_timeout - waited, 0.1)))
 
 
-def summary(gates):
-    """One line per failed gate, for the module's failure message."""
-    return "; ".join("%s %s: %s" % (g["seat"], g["gate"], g["detail"]) for g in failed(gates))
+def after_boot(host, seat):
+    """Every seat's gates after its boot, then its engine's."""
+    status, waited = host.wait_healthy(seat)
+    gates = [host.container_gate(seat), health_gate(seat, status, waited, host.health_timeout)]
+    return gates + engine_of(seat).after_boot_gates(seat, host, status == 200)
 
 
-def _num(value):
-    return "?" if value is None else "{:,}".format(value)
+def run_gates(phase, seats=(), cards=None, plan_gpus=(), gpus=(), margin_mib=MARGIN_MIB,
+              tolerance_mib=TOLERANCE_MIB, host=None):
+    """The gates of one phase of a wave (seat_gates): ``(gates, message)``, where the message
+    names every failed gate, or is None when all passed."""
+    try:
+        if phase == "before_start":
+            gates = [g for seat in seats for g in before_start(seat, cards, margin_mib)]
+        elif phase == "after_boot":
+            gates = [g for seat in seats for g in after_boot(host, seat)]
+        elif phase in ("after_boot_memory", "plateau"):
+            gates = memory_gates(plan_gpus, cards, set(gpus), margin_mib, tolerance_mib,
+                                 "plateau" if phase == "plateau" else "boot")
+        else:
+            raise GateInputError("phase: expected one of %s, got %r" % (", ".join(PHASES), phase))
+    except (KeyError, TypeError) as exc:
+        raise GateInputError("seats/cards/plan_gpus: expected seat_plan and gpu_info results, "
+                             "missing or malformed %s" % exc) from None
+    return gates, ("gate failed: %s" % summary(gates) if failed(gates) else None)

@@ -6,13 +6,13 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """What a person reads: a host's plan as Markdown and as an SVG bar per GPU, and a rebalance
-run's report as Markdown. Pure functions of the plan / report dicts (see _plan.py)."""
+run's report as Markdown. Pure functions of the plan / report dicts (see _plan.plan)."""
 
 from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 
 # Distinct, colour-blind-safe fills (Okabe-Ito), cycled over a GPU's seats.
 _PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
@@ -45,13 +45,7 @@ def plan_markdown(plan):
             lines.append("| %s | *kept clear* | | | | | | |" % label)
             continue
         for seat in _seat_rows(plan, gpu):
-            if seat["engine"] == "vllm":
-                kv = "%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"])
-                tokens = "{:,}".format(seat["kv_cache_tokens"])
-                conc = "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"]))
-                util = "%.2f" % seat["gpu_memory_utilization"]
-            else:
-                kv, tokens, conc, util = "fixed cap", "-", "-", "-"
+            kv, tokens, conc, util = engine_of(seat).plan_cells(seat)
             parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]),
                                       _mib(seat["overhead_mib"]))
             moved = "moved from %s" % ", ".join(seat["current_gpus"]) if seat["moved"] else (
@@ -91,9 +85,8 @@ def plan_svg(plan, width=960):
         x = float(margin)
         segments = [("not ours", gpu["background_mib"], "#BBBBBB")]
         for seat_index, seat in enumerate(_seat_rows(plan, gpu)):
-            segments.append((seat["name"], seat["footprint_mib"] // max(len(seat["gpus"]), 1)
-                             if seat["engine"] == "vllm" else seat["footprint_mib"],
-                             _PALETTE[seat_index % len(_PALETTE)]))
+            # a footprint is per GPU: a tensor-parallel seat holds it on each of its GPUs
+            segments.append((seat["name"], seat["footprint_mib"], _PALETTE[seat_index % len(_PALETTE)]))
         legend = []
         for name, mib, fill in segments:
             if not mib:

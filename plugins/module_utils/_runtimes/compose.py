@@ -5,31 +5,44 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Render one seat's docker compose project: a ``.env`` with the numbers a maintenance window
-changes, and a ``compose.yaml`` with the structure that refers to them.
+"""The compose runtime: one docker compose project per seat, a ``.env`` with the numbers a
+maintenance window changes and a ``compose.yaml`` with the structure that refers to them. What
+the seat runs (its command, its variables, the port it listens on) is its engine's.
 
-Pure standard library and deterministic (no timestamps): the same seat renders to the same bytes,
-so a second run changes nothing. Every value is quoted, so no model name or argument can break
+Rendering is deterministic (no timestamps): the same seat renders to the same bytes, so a
+second run changes nothing. Every value is quoted, so no model name or argument can break
 either file: ``.env`` values are single-quoted (literal for compose), compose strings are
 double-quoted with ``$`` escaped, and the only interpolations are the ``${SEAT_*:?}``
-references this module writes itself.
+references this module writes itself. The seat is started, stopped and removed with
+``docker compose`` through the Docker runner.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    MANAGED_LABEL,
+    SEAT_NAME_EXPECTED,
+    SEAT_NAME_RE,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
+
+NAME = "compose"
 ENV_FILE = ".env"
 COMPOSE_FILE = "compose.yaml"
-MANAGED_LABEL = "io.llmfleet.seat"
+FILES = (ENV_FILE, COMPOSE_FILE)
+# The .env holds what a window changes, and may hold tokens: only its owner reads it.
+MODES = {ENV_FILE: 0o600, COMPOSE_FILE: 0o644}
+PROJECT_LABEL = "com.docker.compose.project"
+# docker ps's Status ends in the healthcheck's verdict, when the container has one:
+# "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
+_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _PLAIN_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-class RenderError(ValueError):
-    """A seat that cannot be rendered safely; the message names the seat and field."""
 
 
 class Ref:
@@ -57,45 +70,36 @@ def _require(seat, field, kind):
 
 
 def _validated(seat):
+    """A plan seat (seat_plan's ``plan.seats[]``) that renders safely."""
+    if not isinstance(seat, dict):
+        raise RenderError("seat: expected a plan seat (a dict), got %r" % (seat,))
     name = seat.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        _fail(seat, "name", "lowercase letters, digits, '-' or '_' (a compose project name)", name)
-    engine = seat.get("engine")
-    if engine not in ("vllm", "fixed"):
-        _fail(seat, "engine", "'vllm' or 'fixed'", engine)
-    _require(seat, "image", "str")
+    if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
+        _fail(seat, "name", SEAT_NAME_EXPECTED + " (a compose project name)", name)
+    if seat.get("engine") not in ENGINES:
+        _fail(seat, "engine", " or ".join(repr(engine) for engine in ENGINES), seat.get("engine"))
     port = _require(seat, "port", "int")
     if port > 65535:
         _fail(seat, "port", "a TCP port (1-65535)", port)
-    gpus = seat.get("gpu_uuids")
+    gpus = seat.get("gpus")
     if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) and g for g in gpus):
-        _fail(seat, "gpu_uuids", "a non-empty list of GPU UUIDs", gpus)
-    if engine == "vllm":
-        _require(seat, "model", "str")
-        _require(seat, "max_model_len", "int")
-        _require(seat, "kv_cache_memory_bytes", "int")
-        util = seat.get("gpu_memory_utilization")
-        if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < util <= 1:
-            _fail(seat, "gpu_memory_utilization", "a number in (0, 1]", util)
-        tp = seat.get("tensor_parallel_size", 1)
-        if tp != len(gpus):
-            _fail(seat, "gpu_uuids", "one GPU per tensor-parallel rank (%s)" % tp, gpus)
+        _fail(seat, "gpus", "a non-empty list of GPU UUIDs", gpus)
+    launch = seat.get("launch")
+    if not isinstance(launch, dict):
+        _fail(seat, "launch", "the plan seat's launch inputs (a dict)", launch)
+    if not isinstance(launch.get("image"), str) or not launch["image"]:
+        _fail(seat, "launch.image", "a non-empty string", launch.get("image"))
+    engine_of(seat).check_plan_seat(seat, lambda field, expected, got: _fail(seat, field, expected, got))
     return seat
 
 
 def seat_env(seat):
     """The ``.env`` variables of a seat, in file order: what a maintenance window changes."""
     seat = _validated(seat)
-    env = [("SEAT_IMAGE", seat["image"]), ("SEAT_PORT", str(seat["port"]))]
-    for index, uuid in enumerate(seat["gpu_uuids"]):
+    env = [("SEAT_IMAGE", seat["launch"]["image"]), ("SEAT_PORT", str(seat["port"]))]
+    for index, uuid in enumerate(seat["gpus"]):
         env.append(("SEAT_GPU_%d" % index, uuid))
-    if seat["engine"] == "vllm":
-        env += [
-            ("SEAT_MODEL", seat["model"]),
-            ("SEAT_MAX_MODEL_LEN", str(seat["max_model_len"])),
-            ("SEAT_KV_CACHE_MEMORY_BYTES", str(seat["kv_cache_memory_bytes"])),
-            ("SEAT_GPU_MEMORY_UTILIZATION", "%.2f" % seat["gpu_memory_utilization"]),
-        ]
+    env += engine_of(seat).environment(seat)
     for key, value in env:
         if "'" in value or "\n" in value or "\r" in value:
             raise RenderError("seat %s: %s: a .env value cannot carry a single quote or a line "
@@ -110,91 +114,44 @@ def render_env(seat, host=None):
     return "\n".join(lines) + "\n"
 
 
-def vllm_command(seat):
-    """The ``vllm serve`` arguments after the entrypoint; Refs point into the ``.env``."""
-    seat = _validated(seat)
-    # One flag with every name: vLLM's --served-model-name takes nargs="+", and a repeated flag
-    # keeps only its last occurrence.
-    args = [Ref("SEAT_MODEL"), "--port", Ref("SEAT_PORT"), "--served-model-name"]
-    args += list(seat.get("served_model_names") or [seat["name"]])
-    args += [
-        "--max-model-len", Ref("SEAT_MAX_MODEL_LEN"),
-        # The registered flag; vLLM's own log suggests --kv-cache-memory, which only works as an
-        # argparse abbreviation.
-        "--kv-cache-memory-bytes", Ref("SEAT_KV_CACHE_MEMORY_BYTES"),
-        # With KV pinned in bytes, util is only vLLM's startup check against free memory.
-        "--gpu-memory-utilization", Ref("SEAT_GPU_MEMORY_UTILIZATION"),
-    ]
-    if seat.get("tensor_parallel_size", 1) > 1:
-        args += ["--tensor-parallel-size", str(seat["tensor_parallel_size"])]
-    if seat.get("kv_cache_dtype", "auto") != "auto":
-        args += ["--kv-cache-dtype", seat["kv_cache_dtype"]]
-    for flag in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-        if seat.get(flag) is not None:
-            args += ["--" + flag.replace("_", "-"), str(seat[flag])]
-    # Tool calling, reasoning and the chat-template default are a set (seed 002): a tool parser
-    # without --enable-auto-tool-choice is inert, and vLLM refuses the reverse.
-    if seat.get("tool_call_parser"):
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", seat["tool_call_parser"]]
-    if seat.get("reasoning_parser"):
-        args += ["--reasoning-parser", seat["reasoning_parser"]]
-    if seat.get("default_chat_template_kwargs"):
-        args += ["--default-chat-template-kwargs",
-                 json.dumps(seat["default_chat_template_kwargs"], sort_keys=True)]
-    if seat.get("max_new_tokens"):
-        # vLLM reads max_new_tokens here; a "max_tokens" key is silently ignored.
-        args += ["--override-generation-config",
-                 json.dumps({"max_new_tokens": seat["max_new_tokens"]})]
-    extra = seat.get("extra_args") or []
-    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-        _fail(seat, "extra_args", "a list of strings", extra)
-    return args + list(extra)
-
-
 def seat_compose(seat):
     """The compose project of one seat as plain data (Refs mark ``.env`` interpolations)."""
     seat = _validated(seat)
-    name = seat["name"]
+    engine, launch, name = engine_of(seat), seat["launch"], seat["name"]
     port = Ref("SEAT_PORT")
+    inside = engine.listen_port(seat, Ref)
     service = {
         "image": Ref("SEAT_IMAGE"),
-        "container_name": seat.get("container_name") or (
-            "vllm-%s" % name if seat["engine"] == "vllm" else name),
-        # A worker fault makes vLLM's API server exit 0, so on-failure never fires (seed 003).
+        "container_name": seat.get("container") or engine.container_name(name),
+        # A worker fault makes vLLM's API server exit 0, so on-failure never fires.
         "restart": "always",
         "labels": {MANAGED_LABEL: name},
+        "ports": [_Joined([port, ":", inside])],
     }
-    if seat["engine"] == "vllm":
-        service["ports"] = [_Joined([port, ":", port])]
+    if engine.HOST_IPC:
         service["ipc"] = "host"
-        service["command"] = vllm_command(seat)
-        health_port = port
-    else:
-        # A fixed tenant's image listens where it was built to; the host port is the seat's.
-        inside = str(seat.get("container_port") or seat["port"])
-        service["ports"] = [_Joined([port, ":" + inside])]
-        if seat.get("command"):
-            service["command"] = list(seat["command"])
-        health_port = inside
-    environment = dict(seat.get("environment") or {})
+    command = engine.command(seat, Ref)
+    if command:
+        service["command"] = command
+    environment = dict(launch.get("environment") or {})
     if environment:
         service["environment"] = {str(k): str(v) for k, v in sorted(environment.items())}
-    if seat.get("volumes"):
-        service["volumes"] = list(seat["volumes"])
+    if launch.get("volumes"):
+        service["volumes"] = list(launch["volumes"])
     service["healthcheck"] = {
         # python3 is in vLLM's image (curl is not in every image).
         "test": ["CMD", "python3", "-c", _Joined([
-            "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", health_port,
+            "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", inside,
             ", timeout=5); c.request('GET', '%s'); sys.exit(c.getresponse().status != 200)"
             % seat.get("health_path", "/health")])],
-        "interval": seat.get("health_interval", "15s"),
+        "interval": launch.get("health_interval", "15s"),
         "timeout": "10s",
         "retries": 3,
-        "start_period": seat.get("health_start_period", "20m"),
+        "start_period": launch.get("health_start_period", "20m"),
     }
     service["deploy"] = {"resources": {"reservations": {"devices": [{
         "driver": "nvidia",
-        "device_ids": [Ref("SEAT_GPU_%d" % i) for i in range(len(seat["gpu_uuids"]))],
+        "device_ids": [Ref("SEAT_GPU_%d" % i) for i in range(len(seat["gpus"]))],
         "capabilities": ["gpu"],
     }]}}}
     return {"name": name, "services": {name: service}}
@@ -205,9 +162,18 @@ def render_compose(seat, host=None):
     return _header(seat, host) + "\n" + _yaml(seat_compose(seat), 0) + "\n"
 
 
-def render_seat_files(seat, host=None):
+def render(seat, host=None):
     """Both files of a seat: ``{".env": text, "compose.yaml": text}``."""
     return {ENV_FILE: render_env(seat, host), COMPOSE_FILE: render_compose(seat, host)}
+
+
+def validate(project_dir, staged, docker):
+    """``docker compose config`` on the new pair, staged beside the real files (so relative
+    paths resolve as they will); the reason compose gives, or None when it accepts them."""
+    rc, out, err = docker.run(["compose", "--project-directory", project_dir,
+                               "-f", staged[COMPOSE_FILE], "--env-file", staged[ENV_FILE],
+                               "config", "--quiet"])
+    return None if rc == 0 else (err or out).strip()
 
 
 class _Joined:
@@ -272,3 +238,80 @@ def _empty_or_scalar(value):
     if isinstance(value, list):
         return "[]"
     return _scalar(value)
+
+
+# -- running a seat ------------------------------------------------------------------------------
+def _compose(project_dir, docker, args, timeout=None):
+    return docker.run(["compose", "--project-directory", project_dir,
+                       "-f", os.path.join(project_dir, COMPOSE_FILE)] + list(args), timeout=timeout)
+
+
+def _containers(project_dir, docker):
+    """``{container id: state}`` of the project's containers (none when it has no files)."""
+    if not _has_files(project_dir):
+        return {}
+    rc, out, _err = _compose(project_dir, docker, ["ps", "--all", "--format", "{{.ID}} {{.State}}"])
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line) if rc == 0 else {}
+
+
+def _has_files(project_dir):
+    return os.path.isfile(os.path.join(project_dir, COMPOSE_FILE))
+
+
+def _problem(rc, out, err):
+    return None if rc == 0 else " ".join((err or out).split())[-800:] or "exit %d" % rc
+
+
+def start(project_dir, docker, wait_timeout=None, check_mode=False):
+    """Create or recreate the seat's container from its files and start it; with
+    ``wait_timeout``, until it is healthy (compose --wait: an exited or unhealthy container
+    fails at once)."""
+    before = _containers(project_dir, docker)
+    if check_mode:
+        return not before or any(state != "running" for state in before.values()), None
+    args = ["up", "--detach", "--remove-orphans"]
+    if wait_timeout:
+        args += ["--wait", "--wait-timeout", str(wait_timeout)]
+    problem = _problem(*_compose(project_dir, docker, args, timeout=(wait_timeout or 0) + 600))
+    return _containers(project_dir, docker) != before, problem
+
+
+def stop(project_dir, docker, check_mode=False):
+    """Stop the seat's container, keeping it (and its files) for a later start."""
+    before = _containers(project_dir, docker)
+    running = any(state == "running" for state in before.values())
+    if check_mode or not running:
+        return running, None
+    problem = _problem(*_compose(project_dir, docker, ["stop"], timeout=600))
+    return _containers(project_dir, docker) != before, problem
+
+
+def remove(project_dir, docker, check_mode=False):
+    """Remove the seat's container and network. Without its files, the containers compose
+    labelled with its project (the directory's name) go."""
+    name = project_dir.rstrip("/").rsplit("/", 1)[-1]
+    if _has_files(project_dir):
+        before = _containers(project_dir, docker)
+        if check_mode or not before:
+            return bool(before), None
+        problem = _problem(*_compose(project_dir, docker, ["down", "--remove-orphans"], timeout=600))
+        return _containers(project_dir, docker) != before, problem
+    rc, out, err = docker.run(["ps", "--all", "--quiet", "--filter", "label=%s=%s" % (PROJECT_LABEL, name)])
+    ids = out.split() if rc == 0 else []
+    if check_mode or not ids:
+        return bool(ids), _problem(rc, out, err)
+    return True, _problem(*docker.run(["rm", "--force"] + ids))
+
+
+def states(docker):
+    """``{seat: state}`` for every container the collection runs on the host, in docker's words:
+    ``running (healthy)``, ``running (health: starting)``, ``running`` (no healthcheck),
+    ``exited: Exited (1) 3 seconds ago``..."""
+    found = {}
+    for seat, fields in docker.labelled(MANAGED_LABEL, ["State", "Status"]).items():
+        if fields["State"] == "running":
+            health = _HEALTH.search(fields["Status"])
+            found[seat] = "running (%s)" % health.group(1) if health else "running"
+        else:
+            found[seat] = "%s: %s" % (fields["State"], fields["Status"])
+    return found

@@ -107,7 +107,15 @@ def measured_overhead_mib(seat_name, plateau, weights_mib, kv_mib):
     return max(max(held.values()) - weights_mib - kv_mib, MIN_OVERHEAD_MIB)
 
 
-def seat_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes=None,
+def fixed_footprint(seat):
+    """A fixed tenant holds its cap at the plateau, and its boot size (else the cap) at boot."""
+    cap = bytes_to_mib(seat["memory_cap_bytes"])
+    boot = bytes_to_mib(seat["memory_boot_bytes"]) if seat.get("memory_boot_bytes") else cap
+    return {"weights_mib": None, "kv_mib": None, "overhead_mib": None,
+            "overhead_source": "fixed cap", "footprint_mib": cap, "boot_footprint_mib": boot}
+
+
+def vllm_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes=None,
                    default_overhead_mib=DEFAULT_OVERHEAD_MIB,
                    default_boot_overhead_mib=DEFAULT_BOOT_OVERHEAD_MIB):
     """The seat's footprint per GPU, at the plateau and at boot, with where the overhead came from.
@@ -116,11 +124,6 @@ def seat_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes
     (its current .env); without it a measurement cannot be separated from the KV and the default
     overhead is used.
     """
-    if seat["engine"] == "fixed":
-        cap = bytes_to_mib(seat["memory_cap_bytes"])
-        boot = bytes_to_mib(seat["memory_boot_bytes"]) if seat.get("memory_boot_bytes") else cap
-        return {"weights_mib": None, "kv_mib": None, "overhead_mib": None,
-                "overhead_source": "fixed cap", "footprint_mib": cap, "boot_footprint_mib": boot}
     weights_mib, kv_mib = bytes_to_mib(weights_bytes), bytes_to_mib(kv_bytes)
     if seat.get("overhead_bytes") is not None:
         overhead, source = bytes_to_mib(seat["overhead_bytes"]), "declared"

@@ -19,7 +19,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint i
     boot_gate_utilization,
     checkpoint_bytes,
     measured_overhead_mib,
-    seat_footprint,
+    fixed_footprint,
+    vllm_footprint,
     weights_bytes_per_gpu,
 )
 
@@ -95,22 +96,22 @@ def test_overhead_is_the_plateau_less_weights_and_kv_on_the_fullest_gpu():
 def test_footprint_takes_declared_then_measured_then_default_overhead():
     seat = {"name": "coder", "engine": "vllm"}
     kv, weights = 13000 * MIB, 15000 * MIB
-    measured = seat_footprint(seat, kv, weights, PLATEAU, plateau_kv_bytes=kv)
+    measured = vllm_footprint(seat, kv, weights, PLATEAU, plateau_kv_bytes=kv)
     assert (measured["overhead_mib"], measured["overhead_source"]) == (3310, "measured at plateau")
     assert measured["footprint_mib"] == 15000 + 13000 + 3310
     # the KV the seat ran with at the plateau is what is subtracted, not the planned one
-    rerun = seat_footprint(seat, 20000 * MIB, weights, PLATEAU, plateau_kv_bytes=kv)
+    rerun = vllm_footprint(seat, 20000 * MIB, weights, PLATEAU, plateau_kv_bytes=kv)
     assert rerun["overhead_mib"] == 3310 and rerun["footprint_mib"] == 15000 + 20000 + 3310
-    unknown_kv = seat_footprint(seat, kv, weights, PLATEAU)
+    unknown_kv = vllm_footprint(seat, kv, weights, PLATEAU)
     assert (unknown_kv["overhead_mib"], unknown_kv["overhead_source"]) == (DEFAULT_OVERHEAD_MIB, "default")
-    declared = seat_footprint(dict(seat, overhead_bytes=2560 * MIB), kv, weights, PLATEAU, kv)
+    declared = vllm_footprint(dict(seat, overhead_bytes=2560 * MIB), kv, weights, PLATEAU, kv)
     assert (declared["overhead_mib"], declared["overhead_source"]) == (2560, "declared")
     assert declared["boot_footprint_mib"] <= declared["footprint_mib"]
 
 
 def test_a_fixed_tenant_is_its_cap():
     parakeet = {"name": "parakeet-nemo", "engine": "fixed", "memory_cap_bytes": 3840 * MIB}
-    footprint = seat_footprint(parakeet, 0, 0, PLATEAU)
+    footprint = fixed_footprint(parakeet)
     assert footprint["footprint_mib"] == footprint["boot_footprint_mib"] == 3840
     assert footprint["overhead_source"] == "fixed cap"
 

@@ -1,0 +1,93 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The fixed engine: a tenant that takes a fixed amount of GPU memory whatever it is asked (an
+ASR model, an embedder). Sized by its declared cap; its image runs its own command on its own
+port; after boot it only has to be running and healthy."""
+
+from __future__ import annotations
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import fixed_footprint
+
+NAME = "fixed"
+FIELDS = frozenset({"memory_cap_bytes", "memory_boot_bytes", "container_port"})
+LAUNCH_FIELDS = ("container_port",)
+HOST_IPC = False
+
+
+def gpu_count(check, where, raw):
+    return 1
+
+
+def container_name(name):
+    return name
+
+
+def normalize(check, where, raw, seat, defaults):
+    cap = raw.get("memory_cap_bytes")
+    if cap is None:
+        check.fail(where, "memory_cap_bytes", "the tenant's fixed memory cap, e.g. 3840MiB", cap)
+    else:
+        seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap)
+    seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"]) \
+        if "memory_boot_bytes" in raw else None
+    # The port the tenant's image listens on inside the container (vLLM's is --port).
+    seat["container_port"] = check.positive_int(
+        where, "container_port", raw.get("container_port", seat["port"]), 65535)
+
+
+def size(seat, inventory_dir, options):
+    return {"kv": None, "rule": "fixed cap", "weights_bytes": None}
+
+
+def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
+    return fixed_footprint(seat)
+
+
+def kv_bytes(sized):
+    return 0
+
+
+def boot_utilization(footprint_mib, margin_mib, total_mib):
+    """None: a fixed tenant has no startup check of its own."""
+    return None
+
+
+def planned(seat, sized):
+    return {}
+
+
+def check_plan_seat(seat, fail):
+    port = (seat.get("launch") or {}).get("container_port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535):
+        fail("launch.container_port", "a TCP port (1-65535)", port)
+
+
+def environment(seat):
+    return []
+
+
+def command(seat, var):
+    """The image's own command, or the one the inventory gives it."""
+    return list(seat["launch"].get("command") or [])
+
+
+def listen_port(seat, var):
+    """Where the tenant's image listens; the host port is the seat's."""
+    return str(seat["launch"].get("container_port") or seat["port"])
+
+
+def before_start_gates(seat, card, free_mib):
+    return []
+
+
+def after_boot_gates(seat, host, healthy):
+    return []
+
+
+def plan_cells(seat):
+    return "fixed cap", "-", "-", "-"

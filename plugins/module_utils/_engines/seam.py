@@ -1,0 +1,32 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The engine seam. An engine is a module of this package that defines, with these names:
+
+- ``NAME``; ``FIELDS``: the inventory fields a seat of this engine may have beyond every seat's;
+  ``LAUNCH_FIELDS``: which of them the rendered files need.
+- ``gpu_count(check, where, raw)``, ``container_name(name)``,
+  ``normalize(check, where, raw, seat, defaults)``: the inventory checked into normal form.
+- ``size(seat, inventory_dir, options)`` -> ``{"kv", "rule", "weights_bytes"}`` (SizingError),
+  ``footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib)``,
+  ``kv_bytes(sized)``, ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
+  ``planned(seat, sized)``: the numbers a plan seat carries.
+- ``check_plan_seat(seat, fail)``, ``environment(seat)`` (the variables a window changes),
+  ``command(seat, var)``, ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run
+  it; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
+- ``before_start_gates(seat, card, free_mib)``, ``after_boot_gates(seat, host, healthy)``: its
+  own gates beside every seat's (free memory, container running, health).
+- ``plan_cells(seat)``: its cells in the plan's table.
+
+docs/architecture.md has the table of who implements what.
+"""
+
+from __future__ import annotations
+
+
+class SizingError(ValueError):
+    """A seat that cannot be sized; the message names the seat and why."""

@@ -1,0 +1,354 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The vLLM engine: a seat that runs ``vllm serve`` with its KV cache pinned in bytes.
+
+Sized from the model's config.json and its context (KV exactly as vLLM turns bytes into blocks,
+tokens and concurrency), its footprint is weights + KV + measured or default overhead, and
+``--gpu-memory-utilization`` only gates its boot. After boot it must serve its names with the
+planned context, and its boot log must print the planned KV line with no OOM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
+    VllmLogError,
+    parse_boot_log,
+    reserved_matches,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
+    FootprintError,
+    boot_gate_utilization,
+    vllm_footprint,
+    weights_bytes_per_gpu,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
+    KV_CACHE_DTYPES,
+    KVSizingError,
+    evaluate_kv_budget,
+    size_kv_budget,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
+    ModelConfigError,
+    load_model_config,
+)
+
+NAME = "vllm"
+# The inventory fields of a vLLM seat, beyond every seat's.
+FIELDS = frozenset({
+    "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
+    "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
+    "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
+    "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes"})
+# What the rendered files need beyond the planned numbers, as the inventory declared it.
+LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
+                 "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
+                 "max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size",
+                 "extra_args")
+# The planned numbers a plan seat carries, once.
+PLANNED_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
+                  "block_size", "num_blocks", "per_token_kv_bytes")
+
+
+# -- the inventory --------------------------------------------------------------------------------
+def gpu_count(check, where, raw):
+    """One GPU per tensor-parallel rank."""
+    return check.positive_int(where, "tensor_parallel_size", raw.get("tensor_parallel_size", 1)) or 1
+
+
+def container_name(name):
+    return "vllm-%s" % name
+
+
+def normalize(check, where, raw, seat, defaults):
+    """The vLLM fields of ``raw`` checked and brought to normal form into ``seat``."""
+    name = seat["name"]
+    seat["model"] = check.text(where, "model", raw.get("model"))
+    seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
+    length = raw.get("max_model_len")
+    if length != "published":
+        length = check.positive_int(where, "max_model_len", length)
+    seat["max_model_len"] = length
+    if "kv_cache_memory_bytes" in raw and "kv_factor" in raw:
+        check.fail(where, "kv_cache_memory_bytes", "either a pinned budget or kv_factor, not both",
+                   raw["kv_cache_memory_bytes"])
+    seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"]) \
+        if "kv_cache_memory_bytes" in raw else None
+    factor = raw.get("kv_factor", defaults["kv_factor"])
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        check.fail(where, "kv_factor", "a positive number", factor)
+    seat["kv_factor"] = factor
+    seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
+                       else "exception" if "kv_factor" in raw else "rule")
+    dtype = raw.get("kv_cache_dtype", "auto")
+    if dtype not in KV_CACHE_DTYPES:
+        check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
+    seat["kv_cache_dtype"] = dtype
+    seat["tensor_parallel_size"] = seat["gpu_count"]
+    served = raw.get("served_model_names", [name])
+    seat["served_model_names"] = check.string_list(where, "served_model_names", served) or [name]
+    for field in ("tool_call_parser", "reasoning_parser"):
+        seat[field] = check.text(where, field, raw[field]) if raw.get(field) is not None else None
+    kwargs = raw.get("default_chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        check.fail(where, "default_chat_template_kwargs", "a dict, e.g. {enable_thinking: false}", kwargs)
+    seat["default_chat_template_kwargs"] = kwargs
+    for field in ("max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        seat[field] = check.positive_int(where, field, raw[field]) if raw.get(field) is not None else None
+    seat["extra_args"] = check.string_list(where, "extra_args", raw["extra_args"]) \
+        if raw.get("extra_args") else []
+    for field in ("weights_bytes", "overhead_bytes"):
+        seat[field] = check.size(where, field, raw[field]) if raw.get(field) is not None else None
+
+
+# -- sizing ---------------------------------------------------------------------------------------
+def _config_path(seat, inventory_dir):
+    path = seat["model_config"]
+    return path if os.path.isabs(path) else os.path.join(inventory_dir or ".", path)
+
+
+def size(seat, inventory_dir, options):
+    """``{"kv": kv_budget result, "rule": how the budget was chosen, "weights_bytes": per GPU}``.
+    ``options``: ``gpu_profile`` and ``kv_round_to``."""
+    try:
+        path = _config_path(seat, inventory_dir)
+        config = load_model_config(path, seat=seat["name"])
+        common = {"seat": seat["name"], "kv_cache_dtype": seat["kv_cache_dtype"],
+                  "tensor_parallel_size": seat["tensor_parallel_size"], "block_size": seat["block_size"],
+                  "max_num_seqs": seat["max_num_seqs"],
+                  "max_num_batched_tokens": seat["max_num_batched_tokens"], "gpu": options["gpu_profile"]}
+        if seat["kv_cache_memory_bytes"] is not None:
+            kv = evaluate_kv_budget(config, seat["max_model_len"], seat["kv_cache_memory_bytes"], **common)
+            rule = "pinned %s" % human_bytes(seat["kv_cache_memory_bytes"])
+        else:
+            kv = size_kv_budget(config, seat["max_model_len"], kv_factor=seat["kv_factor"],
+                                kv_round_to=options["kv_round_to"], **common)
+            rule = "%s %sx" % (seat["kv_rule"], seat["kv_factor"])
+        if not kv["boot_ok"]:
+            raise KVSizingError("seat %s: vLLM would not boot with %s of KV: %s"
+                                % (seat["name"], human_bytes(kv["kv_cache_memory_bytes"]), kv["boot_error"]))
+        return {"kv": kv, "rule": rule, "weights_bytes": weights_bytes_per_gpu(seat, path)}
+    except (ModelConfigError, KVSizingError, FootprintError) as exc:
+        raise SizingError(str(exc)) from None
+
+
+def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
+    return vllm_footprint(seat, sized["kv"]["kv_cache_memory_bytes"], sized["weights_bytes"],
+                          plateau, plateau_kv_bytes, default_overhead_mib)
+
+
+def kv_bytes(sized):
+    """The KV budget the plateau's measurement is told apart from."""
+    return sized["kv"]["kv_cache_memory_bytes"]
+
+
+def boot_utilization(footprint_mib, margin_mib, total_mib):
+    """``--gpu-memory-utilization``: vLLM's startup check then refuses a GPU without room."""
+    return boot_gate_utilization(footprint_mib, margin_mib, total_mib)
+
+
+def planned(seat, sized):
+    """The planned numbers of the seat, and what it serves."""
+    fields = {key: sized["kv"][key] for key in PLANNED_FIELDS}
+    fields["served_model_names"] = seat["served_model_names"]
+    return fields
+
+
+# -- launch ---------------------------------------------------------------------------------------
+def check_plan_seat(seat, fail):
+    """What rendering needs of a plan seat beyond every seat's; ``fail(field, expected, got)``."""
+    for field in ("max_model_len", "kv_cache_memory_bytes"):
+        value = seat.get(field)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            fail(field, "a positive integer", value)
+    util = seat.get("gpu_memory_utilization")
+    if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < util <= 1:
+        fail("gpu_memory_utilization", "a number in (0, 1]", util)
+    launch = seat.get("launch") or {}
+    if not isinstance(launch.get("model"), str) or not launch.get("model"):
+        fail("launch.model", "a non-empty string", launch.get("model"))
+    extra = launch.get("extra_args") or []
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        fail("launch.extra_args", "a list of strings", extra)
+    tp = launch.get("tensor_parallel_size", 1)
+    if tp != len(seat["gpus"]):
+        fail("gpus", "one GPU per tensor-parallel rank (%s)" % tp, seat["gpus"])
+
+
+def environment(seat):
+    """The variables a maintenance window changes, beyond every seat's (image, port, GPUs)."""
+    return [
+        ("SEAT_MODEL", seat["launch"]["model"]),
+        ("SEAT_MAX_MODEL_LEN", str(seat["max_model_len"])),
+        ("SEAT_KV_CACHE_MEMORY_BYTES", str(seat["kv_cache_memory_bytes"])),
+        ("SEAT_GPU_MEMORY_UTILIZATION", "%.2f" % seat["gpu_memory_utilization"]),
+    ]
+
+
+def command(seat, var):
+    """The ``vllm serve`` arguments after the image's entrypoint; ``var(NAME)`` is the runtime's
+    reference to one of the seat's variables."""
+    launch = seat["launch"]
+    # One flag with every name: vLLM's --served-model-name takes nargs="+", and a repeated flag
+    # keeps only its last occurrence.
+    args = [var("SEAT_MODEL"), "--port", var("SEAT_PORT"), "--served-model-name"]
+    args += list(launch.get("served_model_names") or [seat["name"]])
+    args += [
+        "--max-model-len", var("SEAT_MAX_MODEL_LEN"),
+        # The registered flag; vLLM's own log suggests --kv-cache-memory, which only works as an
+        # argparse abbreviation.
+        "--kv-cache-memory-bytes", var("SEAT_KV_CACHE_MEMORY_BYTES"),
+        # With KV pinned in bytes, util is only vLLM's startup check against free memory.
+        "--gpu-memory-utilization", var("SEAT_GPU_MEMORY_UTILIZATION"),
+    ]
+    if launch.get("tensor_parallel_size", 1) > 1:
+        args += ["--tensor-parallel-size", str(launch["tensor_parallel_size"])]
+    if launch.get("kv_cache_dtype", "auto") != "auto":
+        args += ["--kv-cache-dtype", launch["kv_cache_dtype"]]
+    for flag in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if launch.get(flag) is not None:
+            args += ["--" + flag.replace("_", "-"), str(launch[flag])]
+    # Tool calling, reasoning and the chat-template default are a set: a tool parser without
+    # --enable-auto-tool-choice is inert, and vLLM refuses the reverse.
+    if launch.get("tool_call_parser"):
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", launch["tool_call_parser"]]
+    if launch.get("reasoning_parser"):
+        args += ["--reasoning-parser", launch["reasoning_parser"]]
+    if launch.get("default_chat_template_kwargs"):
+        args += ["--default-chat-template-kwargs",
+                 json.dumps(launch["default_chat_template_kwargs"], sort_keys=True)]
+    if launch.get("max_new_tokens"):
+        # vLLM reads max_new_tokens here; a "max_tokens" key is silently ignored.
+        args += ["--override-generation-config",
+                 json.dumps({"max_new_tokens": launch["max_new_tokens"]})]
+    return args + list(launch.get("extra_args") or [])
+
+
+def listen_port(seat, var):
+    """The port the server listens on inside its container: vLLM's is --port, the seat's."""
+    return var("SEAT_PORT")
+
+
+# Shared memory for the workers' tensors: vLLM's image wants the host's IPC namespace.
+HOST_IPC = True
+
+
+# -- gates ----------------------------------------------------------------------------------------
+def before_start_gates(seat, card, free_mib):
+    """vLLM's own startup check: free >= ceil(total x util), in bytes."""
+    util = seat["gpu_memory_utilization"]
+    requested = math.ceil(card["memory_total_mib"] * MIB * util)
+    free_bytes = free_mib * MIB
+    return [gate(seat["name"], "vllm_startup_check", free_bytes >= requested, free_bytes, requested,
+                 "vLLM refuses to start when free memory (%.2f GiB) is less than "
+                 "ceil(total x %.2f) = %.2f GiB" % (free_bytes / GIB, util, requested / GIB))]
+
+
+def models_gate(seat, models):
+    """/v1/models lists every served name with the planned max_model_len."""
+    expected = {name: seat["max_model_len"] for name in seat["served_model_names"]}
+    measured = {}
+    for card in (models or {}).get("data", []):
+        measured[card.get("id")] = card.get("max_model_len")
+    missing = [name for name, length in expected.items() if measured.get(name) != length]
+    return gate(seat["name"], "served_models", not missing, measured, expected,
+                "/v1/models lists %s; expected %s" % (
+                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(measured.items())) or "nothing",
+                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(expected.items()))))
+
+
+def _logged(value, sentence):
+    """The sentence about a value the boot log gave, or why there is none."""
+    return "the boot log has no such line" if value is None else sentence
+
+
+def boot_log_gates(seat, boot):
+    """The boot log's reserved KV and capacity line equal the plan; no OOM or fall-back."""
+    name = seat["name"]
+    planned_bytes = seat["kv_cache_memory_bytes"]
+    return [
+        gate(name, "kv_reserved", reserved_matches(planned_bytes, boot), boot.get("kv_cache_memory_bytes"),
+             planned_bytes, "%s; the plan pins %s bytes" % (_logged(
+                 boot.get("kv_cache_memory_bytes"), "the log's reserved KV line says %s GiB (%s bytes)"
+                 % (boot.get("reserved_kv_gib"), boot.get("kv_cache_memory_bytes"))), planned_bytes)),
+        gate(name, "kv_cache_tokens", boot.get("kv_cache_tokens") == seat["kv_cache_tokens"],
+             boot.get("kv_cache_tokens"), seat["kv_cache_tokens"],
+             "%s; the plan computed %s" % (_logged(
+                 boot.get("kv_cache_tokens"), "the log's GPU KV cache size is %s tokens"
+                 % num(boot.get("kv_cache_tokens"))), num(seat["kv_cache_tokens"]))),
+        gate(name, "max_concurrency", boot.get("max_concurrency") == seat["max_concurrency"],
+             boot.get("max_concurrency"), seat["max_concurrency"],
+             "%s; the plan computed %sx" % (_logged(
+                 boot.get("max_concurrency"), "the log's maximum concurrency is %sx at %s tokens"
+                 % (boot.get("max_concurrency"), num(boot.get("max_model_len")))),
+                 seat["max_concurrency"])),
+        gate(name, "no_oom", boot.get("oom_events", 0) == 0 and boot.get("autotuner_oom_fallbacks", 0) == 0,
+             {"oom_events": boot.get("oom_events", 0),
+              "autotuner_oom_fallbacks": boot.get("autotuner_oom_fallbacks", 0)},
+             {"oom_events": 0, "autotuner_oom_fallbacks": 0},
+             "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
+             % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
+                ": " + boot["errors"][0] if boot.get("errors") else "")),
+    ]
+
+
+def runtime_probe_gate(seat, prompt_tokens, status, detail):
+    return gate(seat["name"], "runtime_probe", status == 200, status, 200,
+                "a %s-token request (max_model_len %s) answered %s%s"
+                % (num(prompt_tokens), num(seat["max_model_len"]), status,
+                   ": " + detail if detail else ""))
+
+
+def after_boot_gates(seat, host, healthy):
+    """The served models, the boot log, and with ``host.runtime_probe`` one request near
+    max_model_len (boot is not runtime: what boot never exercises). ``host`` gives the seat's
+    HTTP client and its log (rollout's SeatHost)."""
+    gates = []
+    client = host.client(seat)
+    if healthy:
+        try:
+            status, models = client.call_json("GET", "/v1/models")
+        except Unreachable:
+            status, models = None, None
+        gates.append(models_gate(seat, models if status == 200 else None))
+    try:
+        gates.extend(boot_log_gates(seat, parse_boot_log(host.log(seat))))
+    except (DockerError, VllmLogError) as exc:
+        gates.append(gate(seat["name"], "boot_log", False, None, "readable",
+                          "container %s: %s" % (seat["container"], exc)))
+    if healthy and host.runtime_probe:
+        tokens = int(seat["max_model_len"] * host.runtime_probe_fraction)
+        body = {"model": seat["served_model_names"][0], "max_tokens": 16,
+                "messages": [{"role": "user", "content": "hello " * tokens}]}
+        try:
+            status, reply = client.call_json("POST", "/v1/chat/completions", body,
+                                             timeout=host.health_timeout)
+            detail = "" if status == 200 else str(reply)[:300]
+        except Unreachable as exc:
+            status, detail = None, exc.detail
+        gates.append(runtime_probe_gate(seat, tokens, status, detail))
+        gates.append(host.container_gate(seat))
+    return gates
+
+
+# -- the report -----------------------------------------------------------------------------------
+def plan_cells(seat):
+    """The plan table's KV budget, KV tokens, concurrency and util cells."""
+    return ("%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"]),
+            "{:,}".format(seat["kv_cache_tokens"]),
+            "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"])),
+            "%.2f" % seat["gpu_memory_utilization"])
+

@@ -1,0 +1,26 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The runtime seam. A runtime is a module of this package that defines, with these names:
+
+- ``NAME``; ``FILES``: the names of a seat's files in its project directory, and ``MODES``: the
+  mode each gets when it is created (a file that exists keeps its own);
+- ``render(seat, host)`` -> ``{file name: text}`` for a plan seat, deterministic (RenderError);
+- ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
+  (``{file name: path}``), or None;
+- ``start(project_dir, docker, wait_timeout)``, ``stop(project_dir, docker)``,
+  ``remove(project_dir, docker)``: each ``(changed, problem or None)``; ``wait_timeout`` (or
+  None) waits until the seat is healthy;
+- ``states(docker)``: ``{seat: "running (healthy)" | "running (health: starting)" |
+  "exited: ..." }`` for every seat it runs on the host.
+"""
+
+from __future__ import annotations
+
+
+class RenderError(ValueError):
+    """A seat that cannot be rendered safely; the message names the seat and field."""
