@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import litellm_config as lc
 
-CONFIG = (Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
+CONFIG = (Path(__file__).resolve().parents[3] / "fixtures" / "gateway"
           / "litellm_config_fv.yaml").read_text()
 OLD, NEW = "10.250.50.54", "10.251.50.54"
 SEATS = [

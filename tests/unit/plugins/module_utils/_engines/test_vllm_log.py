@@ -16,7 +16,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log i
     reserved_matches,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm_logs"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "vllm_logs"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
 _spec = importlib.util.spec_from_file_location("vllm_log_render", FIXTURES / "render.py")
 render = importlib.util.module_from_spec(_spec)

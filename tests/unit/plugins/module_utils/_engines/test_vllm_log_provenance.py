@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "vllm_logs"
 WHEELS = REPO / ".build" / "cache" / "vllm"
 _spec = importlib.util.spec_from_file_location("vllm_log_render", FIXTURES / "render.py")

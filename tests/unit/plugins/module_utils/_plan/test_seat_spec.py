@@ -15,7 +15,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec imp
     normalize_host,
 )
 
-FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[4] / "inventories" / "fv-ml1" /
+FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[5] / "inventories" / "fv-ml1" /
                          "host_vars" / "fv-ml1.yml").read_text())
 UUID = {gpu["index"]: gpu["uuid"] for gpu in FV_ML1["llmfleet_gpus"]}
 GIB, MIB = 1024 ** 3, 1024 ** 2

@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import http
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import smoke as gw
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gateway"
 _spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")
 replay = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(replay)

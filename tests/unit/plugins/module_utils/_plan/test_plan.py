@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
 
-CONFIGS = Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "model_configs"
+CONFIGS = Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "model_configs"
 GIB = 1024 ** 3
 GPUS = [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559},
         {"index": 1, "uuid": "GPU-b", "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}]
@@ -58,9 +58,11 @@ def test_the_plan_sizes_places_and_explains(inventory):
         on = [seats[name] for name in gpu["seats"]]
         assert gpu["spare_mib"] == 81559 - sum(s["footprint_mib"] for s in on)
     assert plan["worst_spare_mib"] == min(g["spare_mib"] for g in plan["gpus"]) and plan["optimal"]
-    deploy = seats["alpha"]["deploy"]
-    assert deploy["kv_cache_memory_bytes"] == 8 * GIB and deploy["gpu_uuids"] == seats["alpha"]["gpus"]
-    assert 0 < deploy["gpu_memory_utilization"] <= 1
+    alpha = seats["alpha"]
+    assert alpha["kv_cache_memory_bytes"] == 8 * GIB and 0 < alpha["gpu_memory_utilization"] <= 1
+    assert alpha["launch"]["image"] and "kv_cache_memory_bytes" not in alpha["launch"], \
+        "a planned number is in the plan seat once; its launch inputs are what the operator declared"
+    assert seats["asr"]["gpu_memory_utilization"] is None and seats["asr"]["launch"]["container_port"]
     assert "| 0 | 81,559 |" in plan_markdown(plan) and plan_svg(plan).count("<rect") >= 6
 
 

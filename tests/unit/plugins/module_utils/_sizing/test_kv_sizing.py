@@ -20,7 +20,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_confi
     ModelConfigError,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "model_configs"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "model_configs"
 GIB = 1 << 30
 EIGHT_G = "8G"  # vLLM's own spelling: 8 * 2**30
 

@@ -14,7 +14,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_confi
     published_max_model_len,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "model_configs"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "model_configs"
 
 
 def fixture(name):
