@@ -28,10 +28,10 @@ def _rebalance_steps(plan, changed, running, cards):
         raise AnsibleFilterError("rebalance_steps: %s" % exc)
 
 
-def _rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before, touched,
+def _rollback_outcome(restore, restored, removed, brought_back, states, running_before, touched,
                       timeout):
     try:
-        return rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before,
+        return rollback_outcome(restore, restored, removed, brought_back, states, running_before,
                                 touched, timeout)
     except RollbackError as exc:
         raise AnsibleFilterError("rollback_outcome: %s" % exc)

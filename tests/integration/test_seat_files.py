@@ -9,12 +9,13 @@ import stat
 
 from conftest import run_ansible
 
-SEAT = {
-    "name": "gen-small", "engine": "vllm", "image": "vllm/vllm-openai:v0.33.0", "port": 8011,
-    "gpu_uuids": ["GPU-6c1f2f2e-0d0b-4c59-9d3e-1a2b3c4d5e01"], "model": "/models/Qwen3.5-35B-A3B",
+SEAT = {  # a plan seat: seat_plan's plan.seats[]
+    "name": "gen-small", "engine": "vllm", "port": 8011, "container": "vllm-gen-small",
+    "gpus": ["GPU-6c1f2f2e-0d0b-4c59-9d3e-1a2b3c4d5e01"], "health_path": "/health",
     "max_model_len": 262144, "kv_cache_memory_bytes": 5905580032, "gpu_memory_utilization": 0.12,
-    "served_model_names": ["gen-small", "it's $HOME"], "max_new_tokens": 32768,
-    "default_chat_template_kwargs": {"enable_thinking": False},
+    "launch": {"image": "vllm/vllm-openai:v0.33.0", "model": "/models/Qwen3.5-35B-A3B",
+               "served_model_names": ["gen-small", "it's $HOME"], "max_new_tokens": 32768,
+               "default_chat_template_kwargs": {"enable_thinking": False}},
 }
 
 

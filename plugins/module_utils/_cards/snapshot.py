@@ -27,7 +27,7 @@ import tempfile
 SCHEMA = "llmfleet.seats/gpu_snapshot"
 SCHEMA_VERSION = 1
 
-_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_TIMESTAMP = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
 _GPU_REQUIRED_INTS = ("index", "memory_total_mib", "memory_used_mib", "memory_free_mib")
 _GPU_OPTIONAL_INTS = ("memory_reserved_mib", "attributed_mib", "unattributed_mib", "unlisted_mib")
 _PROCESS_OPTIONAL_STRS = ("name", "container", "container_id", "compose_project", "compose_service",

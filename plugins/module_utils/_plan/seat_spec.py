@@ -24,7 +24,7 @@ _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "volumes", "command", "health_path",
                 "health_interval", "health_start_period"}
-_DURATION_RE = re.compile(r"^(\d+(ms|s|m|h))+$")
+_DURATION_RE = re.compile(r"\A(\d+(ms|s|m|h))+\Z")
 
 
 class SeatSpecError(ValueError):

@@ -21,8 +21,8 @@ import re
 import shutil
 import tempfile
 
-_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_DATE_RE = re.compile(r"^\d{8}$")
+_TAG_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_DATE_RE = re.compile(r"\A\d{8}\Z")
 
 
 class SeatFilesError(ValueError):

@@ -8,14 +8,13 @@
 """Where a rollback left a host: the state of every file it had to put back and of every seat
 it had to stop or bring back, and whether the host is back where it was before the run.
 
-Pure: the rebalance role passes what its rollback tasks returned and what docker lists after
-them; nothing here reaches the host. A seat is judged by what docker says now, not by what the
-compose call returned, so a seat that came back late or died after its start is seen as it is.
+Pure: the rebalance role passes what its rollback tasks returned and the seats' states after
+them (seat_runtime_info); nothing here reaches the host. A seat is judged by the state its
+runtime reports now, not by what the start returned, so a seat that came back late or died
+after its start is seen as it is.
 """
 
 from __future__ import annotations
-
-import re
 
 
 class RollbackError(ValueError):
@@ -24,28 +23,6 @@ class RollbackError(ValueError):
 
 WANT_RUNNING = "running and healthy"
 WANT_ABSENT = "absent"
-
-# docker ps's Status ends in the healthcheck's verdict, when the container has one:
-# "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
-_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
-
-
-def seat_states(ps_lines):
-    """``{seat: "running (healthy)" | "running" | "exited: Exited (1) 3 seconds ago" | ...}`` from
-    ``docker ps -a`` lines formatted ``<io.llmfleet.seat label>\\t<State>\\t<Status>``."""
-    states = {}
-    for line in ps_lines or []:
-        parts = line.split("\t")
-        if len(parts) != 3 or not parts[0]:
-            raise RollbackError("docker ps: expected 'seat<TAB>state<TAB>status', got %r" % line)
-        seat, state, status = parts
-        if state == "running":
-            health = _HEALTH.search(status)
-            states[seat] = "running (%s)" % health.group(1) if health else "running"
-        else:
-            states[seat] = "%s: %s" % (state, status)
-    return states
-
 
 def _by_item(results, key=None):
     by_item = {}
@@ -90,13 +67,13 @@ def _seat_entry(seat, wanted, states, result, timeout):
     return {"seat": seat, "wanted": wanted, "state": state, "ok": ok, "detail": detail}
 
 
-def rollback_outcome(restore, restored, removed, brought_back, ps_lines, running_before, touched,
+def rollback_outcome(restore, restored, removed, brought_back, states, running_before, touched,
                      timeout):
     """``{"complete": bool, "files": [...], "seats": [...], "problems": [...]}``.
 
     ``restore`` is the journal's ``{seat: seat_files 'files'}``; ``restored``, ``removed`` and
     ``brought_back`` the results of the rollback's loops (restore files, remove the seats this run
-    started, bring back the seats that ran before); ``ps_lines`` what docker lists afterwards;
+    started, bring back the seats that ran before); ``states`` each seat's state afterwards;
     ``running_before`` and ``touched`` the seat names that ran before the run and that it
     touched; ``timeout`` the rollback's patience per seat, in seconds (for the sentences).
     """
@@ -104,7 +81,8 @@ def rollback_outcome(restore, restored, removed, brought_back, ps_lines, running
         raise RollbackError("restore: expected the journal's {seat: seat_files 'files' result}")
     restored_by_seat = _by_item(restored, "key")
     removed_by_seat, back_by_seat = _by_item(removed), _by_item(brought_back)
-    states = seat_states(ps_lines)
+    if not isinstance(states, dict):
+        raise RollbackError("states: expected seat_runtime_info's seats ({seat: state})")
     files = [entry for seat in sorted(restore)
              for entry in _file_entries(seat, restore[seat], restored_by_seat.get(seat))]
     before, touched = set(running_before or []), set(touched or [])

@@ -22,3 +22,28 @@ DEFAULT_RUNTIME = compose.NAME
 def runtime_of(seat):
     """The runtime module of a plan seat (its ``runtime``, compose by default)."""
     return RUNTIMES[(seat or {}).get("runtime") or DEFAULT_RUNTIME]
+
+
+def run_seat(runtime, state, project_dir, docker, wait_timeout=0, check_mode=False):
+    """``(changed, problem or None)`` of starting, stopping or removing one seat."""
+    module = RUNTIMES[runtime]
+    if state == "started":
+        return module.start(project_dir, docker, wait_timeout or None, check_mode)
+    if state == "stopped":
+        return module.stop(project_dir, docker, check_mode)
+    return module.remove(project_dir, docker, check_mode)
+
+
+def running(states):
+    """The seats whose container exists and is not stopped (running, restarting or paused, as
+    ``docker ps`` lists them), sorted."""
+    return sorted(seat for seat, state in states.items()
+                  if state.split(" ", 1)[0].rstrip(":") in ("running", "restarting", "paused"))
+
+
+def seat_states(docker):
+    """``{seat: state}`` of every seat any runtime runs on the host."""
+    states = {}
+    for module in RUNTIMES.values():
+        states.update(module.states(docker))
+    return states

@@ -42,7 +42,7 @@ PROJECT_LABEL = "com.docker.compose.project"
 # "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
 
-_PLAIN_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
 class Ref:

@@ -8,7 +8,6 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import (
     RollbackError,
     rollback_outcome,
-    seat_states,
 )
 
 ROOT = "/srv/compose"
@@ -32,24 +31,13 @@ def _restored(seat, journaled, failed_msg=None):
     return result
 
 
-def test_docker_status_is_read_into_a_seat_state():
-    assert seat_states(["gamma\trunning\tUp 5 seconds (health: starting)",
-                        "beta\trunning\tUp 2 minutes (healthy)",
-                        "asr\trunning\tUp 3 seconds",
-                        "alpha\texited\tExited (1) 4 seconds ago"]) == {
-        "gamma": "running (health: starting)", "beta": "running (healthy)", "asr": "running",
-        "alpha": "exited: Exited (1) 4 seconds ago"}
-    with pytest.raises(RollbackError, match="expected 'seat<TAB>state<TAB>status'"):
-        seat_states(["gamma running Up"])
-
-
 def test_a_complete_rollback():
     journal = {"gamma": _journaled("gamma"), "delta": _journaled("delta", created=True),
                "beta": _journaled("beta", env_changed=False)}
     outcome = rollback_outcome(
         journal, [_restored(seat, files) for seat, files in journal.items()],
         removed=[{"item": "delta", "changed": True}], brought_back=[{"item": "gamma", "changed": True}],
-        ps_lines=["gamma\trunning\tUp 40 seconds (healthy)", "beta\trunning\tUp 1 hour (healthy)"],
+        states={"gamma": "running (healthy)", "beta": "running (healthy)"},
         running_before=["beta", "gamma"], touched=["delta", "gamma"], timeout=1800)
     assert outcome["complete"] and outcome["problems"] == []
     states = {(f["seat"], f["file"]): f["state"] for f in outcome["files"]}
@@ -67,7 +55,7 @@ def test_a_seat_not_healthy_in_time_and_files_that_could_not_be_restored_are_nam
                   _restored("alpha", journal["alpha"], failed_msg="restore..env: backup gone")],
         removed=[], brought_back=[{"item": "gamma", "changed": False,
                                    "msg": "Error response: container gamma is not healthy"}],
-        ps_lines=["gamma\trunning\tUp 15 seconds (health: starting)"],
+        states={"gamma": "running (health: starting)"},
         running_before=["alpha", "gamma"], touched=["alpha", "gamma"], timeout=15)
     assert not outcome["complete"]
     by_file = {(f["seat"], f["file"]): f for f in outcome["files"]}
@@ -91,7 +79,7 @@ def test_a_seat_that_exited_says_what_compose_said():
     outcome = rollback_outcome(
         journal, [_restored("gamma", journal["gamma"])], removed=[],
         brought_back=[{"item": "gamma", "changed": True, "msg": "container gamma exited (1)\n"}],
-        ps_lines=["gamma\texited\tExited (1) 2 seconds ago"], running_before=["gamma"],
+        states={"gamma": "exited: Exited (1) 2 seconds ago"}, running_before=["gamma"],
         touched=["gamma"], timeout=1800)
     (gamma,) = outcome["seats"]
     assert (gamma["state"], gamma["ok"], gamma["detail"]) == (
@@ -100,6 +88,8 @@ def test_a_seat_that_exited_says_what_compose_said():
 
 def test_inputs_that_are_not_the_tasks_results_are_refused():
     with pytest.raises(RollbackError, match="restore: expected the journal's"):
-        rollback_outcome([], [], [], [], [], [], [], 1)
+        rollback_outcome([], [], [], [], {}, [], [], 1)
     with pytest.raises(RollbackError, match="expected a loop's results"):
-        rollback_outcome({}, ["gamma"], [], [], [], [], [], 1)
+        rollback_outcome({}, ["gamma"], [], [], {}, [], [], 1)
+    with pytest.raises(RollbackError, match="states: expected seat_runtime_info's seats"):
+        rollback_outcome({}, [], [], [], ["gamma running"], [], [], 1)
