@@ -101,44 +101,16 @@ journal:
   type: dict
 """
 
-import json
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        return {"run_id": "(unreadable lock file)"}
-
-
-def _create(path, record):
-    """Exclusive create: exactly one of two concurrent runs succeeds."""
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(handle, "w") as out:
-        json.dump(record, out)
-
-
-def _replace(path, record):
-    """Rewrite the lock atomically: a crash mid-write never leaves half a journal."""
-    temp = path + ".tmp"
-    with open(temp, "w") as out:
-        json.dump(record, out)
-    os.rename(temp, path)
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import lock
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "default": "/var/lib/llmfleet/rebalance.lock"},
-            "state": {"type": "str", "choices": ["acquired", "journaled", "released"],
-                      "default": "acquired"},
+            "state": {"type": "str", "choices": list(lock.STATES), "default": "acquired"},
             "journal": {"type": "dict", "default": {}},
             "run_id": {"type": "str", "required": True},
             "controller": {"type": "dict", "default": {}},
@@ -146,47 +118,20 @@ def main():
         },
         supports_check_mode=True,
     )
-    path, run_id = module.params["path"], module.params["run_id"]
-    holder = _read(path)
-
-    mine = holder is not None and holder.get("run_id") == run_id
-    if module.params["state"] == "released":
-        if mine and not module.check_mode:
-            os.unlink(path)
-        module.exit_json(changed=mine)
-
-    if module.params["state"] == "journaled":
-        if not mine:
-            module.fail_json(msg="run %s does not hold %s; the journal was not written"
-                             % (run_id, path), held_by=holder)
-        journal = dict(holder.get("journal") or {}, **module.params["journal"])
-        changed = journal != holder.get("journal")
-        if changed and not module.check_mode:
-            _replace(path, dict(holder, journal=journal))
-        module.exit_json(changed=changed, journal=journal)
-
-    if mine:
-        module.exit_json(changed=False, acquired=True, journal=holder.get("journal") or {})
-    if holder is not None and not module.params["force"]:
-        module.fail_json(
-            msg="another rebalance holds %s: run %s from %s (pid %s) since %s; if that run is dead, "
-                "re-run with -e seat_rebalance_break_lock=true"
-                % (path, holder.get("run_id"), holder.get("controller", {}).get("host", "?"),
-                   holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")),
-            acquired=False, held_by=holder)
-    if module.check_mode:
-        module.exit_json(changed=True, acquired=True, held_by=holder, journal={})
-    record = {"run_id": run_id, "controller": module.params["controller"],
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "journal": {}}
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if holder is not None:
-        os.unlink(path)
+    params, check = module.params, module.check_mode
     try:
-        _create(path, record)
-    except FileExistsError:
-        module.fail_json(msg="another rebalance took %s at the same moment: %s"
-                         % (path, _read(path)), acquired=False, held_by=_read(path))
-    module.exit_json(changed=True, acquired=True, held_by=holder, journal={})
+        if params["state"] == "released":
+            module.exit_json(changed=lock.release(params["path"], params["run_id"], check))
+        if params["state"] == "journaled":
+            changed, journal = lock.journal(params["path"], params["run_id"], params["journal"], check)
+            module.exit_json(changed=changed, journal=journal)
+        module.exit_json(**lock.acquire(params["path"], params["run_id"], params["controller"],
+                                        params["force"], check))
+    except lock.LockError as exc:
+        failure = {"msg": str(exc), "held_by": exc.held_by}
+        if params["state"] == "acquired":
+            failure["acquired"] = False
+        module.fail_json(**failure)
 
 
 if __name__ == "__main__":
