@@ -1,6 +1,6 @@
 """The seeds' fleet as data: inventories/fv-ml1 loaded by the real ansible-inventory and checked
 against the operator's field notes (shared/seeds 000-002), then sized by the real
-playbooks/kv-sizing.yml and llmfleet.seats.kv_budget, and the numbers held against the seeds'
+playbooks/kv-sizing.yml (the plan's own sizing) and llmfleet.seats.kv_budget, and the numbers held against the seeds'
 own figures (never against copies of the module's output). The reconstructed plateau snapshot
 is read back through a real `ansible -m llmfleet.seats.gpu_info` run and held to the seeds'
 per-card figures and to the inventory's weights and KV."""
@@ -173,17 +173,10 @@ def test_every_vllm_seat_declares_its_checkpoint_weights(seats):
 
 # --- the sizing playbook, for real ---------------------------------------------------------
 
-def _require_kv_budget():
-    if not (REPO_ROOT / "plugins" / "modules" / "kv_budget.py").exists():
-        pytest.fail("llmfleet.seats.kv_budget (plugins/modules/kv_budget.py) has not landed; "
-                    "playbooks/kv-sizing.yml cannot run without it")
-
-
 @pytest.fixture(scope="module")
 def sizing():
     """Run `ansible-playbook -i inventories/fv-ml1 playbooks/kv-sizing.yml` (what `make demo`
-    runs) with the json callback, and return the kv_budget result per seat and the table."""
-    _require_kv_budget()
+    runs) with the json callback, and return its tasks' results: the sizing and the table."""
     proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1", "playbooks/kv-sizing.yml"],
                        extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
@@ -194,8 +187,9 @@ def sizing():
 
 @pytest.fixture(scope="module")
 def sized(sizing):
-    """kv_budget's result per vLLM seat, as the playbook registered it."""
-    return {result["seat"]["name"]: result for result in sizing["Size each vLLM seat"]["results"]}
+    """Each vLLM seat as seat_sizing sized it (the plan's own sizing)."""
+    return {seat["name"]: seat for seat in sizing["Size each seat by its engine, as the plan does"]["seats"]
+            if seat["engine"] == "vllm"}
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +215,6 @@ def _request(seat, budget):
 
 def _evaluate(tmp_path, host, requests):
     """kv_budget on explicit budgets, through one real ansible-playbook run."""
-    _require_kv_budget()
     for request in requests:
         request["gpu"] = host["llmfleet_gpu_profile"]
     tasks = [{"name": "evaluate %d" % index, "llmfleet.seats.kv_budget": request,
@@ -244,13 +237,9 @@ def test_every_seat_boots_and_pins_are_honoured(sized, seats):
     assert set(sized) == vllm_seats
     for name, result in sized.items():
         assert result["boot_ok"] and result["boot_error"] is None, (name, result["boot_error"])
-        args = result["vllm_args"]
-        budget = args[args.index("--kv-cache-memory-bytes") + 1]
-        assert budget == str(result["kv_cache_memory_bytes"]), name
     assert sized["meromero-rp"]["kv_cache_memory_bytes"] == 22 * GIB
     assert sized["gen-small"]["kv_cache_memory_bytes"] == 5 * GIB + HALF_GIB
-    args = sized["cyberprev"]["vllm_args"]
-    assert args[args.index("--max-model-len") + 1] == "262144", "published = the native 262k"
+    assert sized["cyberprev"]["max_model_len"] == 262144, "published = the native 262k"
 
 
 @pytest.mark.slow
@@ -295,22 +284,36 @@ def test_gen_small_against_the_seeds_461215_tokens(sized):
 
 @pytest.mark.slow
 def test_the_table_a_person_reads(table, seats):
-    header = table[0].split()
-    assert header[:3] == ["seat", "model", "max_len"] and "tokens" in header and "boot" in header
-    rows = {line.split()[0]: line for line in table[1:]}
+    assert table[0] == "## fv-ml1: sizing"
+    assert table[2].startswith("| seat | KV budget | KV tokens | concurrency | footprint MiB")
+    rows = {line.split("|")[1].strip(): line for line in table[4:] if line.startswith("| ")}
     assert set(rows) == set(seats)
-    assert "pinned 22GiB" in rows["meromero-rp"] and "exception 1.07x" in rows["voices"]
-    assert "rule 1.25x" in rows["coder"]
+    assert "22 GiB (pinned 22 GiB)" in rows["meromero-rp"] and "(exception 1.07x)" in rows["voices"]
+    assert "(rule 1.25x)" in rows["coder"] and "1,385,766 | 5.29x @ 262,144" in rows["meromero-rp"]
     for name, seat in seats.items():
+        assert rows[name].endswith("| yes |"), rows[name]
+        if seat["engine"] != "vllm":
+            assert "fixed cap" in rows[name], rows[name]
+
+
+@pytest.mark.slow
+def test_make_sizing_and_make_plan_agree(sized, tmp_path):
+    """The sizing goes through the plan's own seat spec and engines: the plan pins what the
+    sizing printed, seat by seat."""
+    proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1", "playbooks/plan.yml",
+                        "-e", "ansible_connection=local", "-e", "ansible_host=127.0.0.1",
+                        "-e", "seat_plan_cards_source=inventory", "-e", "seat_plan_output_dir=%s" % tmp_path])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    plan = json.loads((tmp_path / "fv-ml1-plan.json").read_text())
+    for seat in plan["seats"]:
         if seat["engine"] == "vllm":
-            assert " ok " in rows[name], rows[name]
-        else:
-            assert "cap " in rows[name], rows[name]
+            for key in ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency"):
+                assert seat[key] == sized[seat["name"]][key], (seat["name"], key)
+            assert seat["kv_rule"] == sized[seat["name"]]["kv_rule"]
 
 
 def _run_on_a_copy(tmp_path, edit):
     """The playbook over a copy of the inventory whose host_vars went through ``edit``."""
-    _require_kv_budget()
     copy = tmp_path / "fv-ml1"
     shutil.copytree(INVENTORY, copy)
     host_vars = copy / "host_vars" / "fv-ml1.yml"
@@ -326,8 +329,9 @@ def test_a_budget_that_would_not_boot_fails_the_run_naming_seat_and_reason(tmp_p
     # Without the max_num_seqs cap, vLLM 0.33's default 1024 sequences exceed gen-small's 834
     # Mamba blocks at 5.5 GiB, and vLLM would refuse to start.
     output = _run_on_a_copy(tmp_path, lambda text: text.replace("    max_num_seqs: 256\n", "", 1))
-    assert "These KV budgets would not boot" in output
-    assert re.search(r"gen-small: max_num_seqs \(1024\) exceeds available Mamba cache blocks", output)
+    assert "these seats cannot be sized or would not boot" in output
+    assert re.search(r"seat gen-small: vLLM would not boot with 5.5 GiB of KV: max_num_seqs \(1024\) "
+                     r"exceeds available Mamba cache blocks", output)
 
 
 @pytest.mark.slow

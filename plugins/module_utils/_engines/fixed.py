@@ -44,6 +44,10 @@ def size(seat, inventory_dir, options):
     return {"kv": None, "rule": "fixed cap", "weights_bytes": None}
 
 
+def boot_problem(seat, sized):
+    return None
+
+
 def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
     return fixed_footprint(seat)
 
@@ -90,4 +94,4 @@ def after_boot_gates(seat, host, healthy):
 
 
 def plan_cells(seat):
-    return "fixed cap", "-", "-", "-"
+    return "fixed cap", "-", "-"

@@ -12,6 +12,7 @@
 - ``gpu_count(check, where, raw)``, ``container_name(name)``,
   ``normalize(check, where, raw, seat, defaults)``: the inventory checked into normal form.
 - ``size(seat, inventory_dir, options)`` -> ``{"kv", "rule", "weights_bytes"}`` (SizingError),
+  ``boot_problem(seat, sized)``: why the engine would refuse to start with that size, or None;
   ``footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib)``,
   ``kv_bytes(sized)``, ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
   ``planned(seat, sized)``: the numbers a plan seat carries.
@@ -20,7 +21,8 @@
   it; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
 - ``before_start_gates(seat, card, free_mib)``, ``after_boot_gates(seat, host, healthy)``: its
   own gates beside every seat's (free memory, container running, health).
-- ``plan_cells(seat)``: its cells in the plan's table.
+- ``plan_cells(seat)``: its KV budget, KV tokens and concurrency cells in the plan's and the
+  sizing's tables.
 
 docs/architecture.md has the table of who implements what.
 """

@@ -137,12 +137,18 @@ def size(seat, inventory_dir, options):
             kv = size_kv_budget(config, seat["max_model_len"], kv_factor=seat["kv_factor"],
                                 kv_round_to=options["kv_round_to"], **common)
             rule = "%s %sx" % (seat["kv_rule"], seat["kv_factor"])
-        if not kv["boot_ok"]:
-            raise KVSizingError("seat %s: vLLM would not boot with %s of KV: %s"
-                                % (seat["name"], human_bytes(kv["kv_cache_memory_bytes"]), kv["boot_error"]))
         return {"kv": kv, "rule": rule, "weights_bytes": weights_bytes_per_gpu(seat, path)}
     except (ModelConfigError, KVSizingError, FootprintError) as exc:
         raise SizingError(str(exc)) from None
+
+
+def boot_problem(seat, sized):
+    """Why vLLM would refuse to start with this budget, or None."""
+    kv = sized["kv"]
+    if kv["boot_ok"]:
+        return None
+    return "seat %s: vLLM would not boot with %s of KV: %s" % (
+        seat["name"], human_bytes(kv["kv_cache_memory_bytes"]), kv["boot_error"])
 
 
 def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
@@ -346,9 +352,8 @@ def after_boot_gates(seat, host, healthy):
 
 # -- the report -----------------------------------------------------------------------------------
 def plan_cells(seat):
-    """The plan table's KV budget, KV tokens, concurrency and util cells."""
+    """The plan's and the sizing's cells: KV budget, KV tokens, concurrency."""
     return ("%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"]),
             "{:,}".format(seat["kv_cache_tokens"]),
-            "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"])),
-            "%.2f" % seat["gpu_memory_utilization"])
+            "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"])))
 

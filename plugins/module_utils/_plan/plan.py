@@ -75,6 +75,45 @@ def _launch(seat):
     return {key: seat[key] for key in LAUNCH_FIELDS + engine.LAUNCH_FIELDS}
 
 
+def _size(spec, inventory_dir, options):
+    """``({seat: its engine's sizing}, [why a seat cannot be sized, in seat order])``."""
+    sized, problems = {}, []
+    for seat in spec["seats"]:
+        engine = engine_of(seat)
+        try:
+            sized[seat["name"]] = engine.size(seat, inventory_dir, options)
+        except (SizingError, FootprintError) as exc:
+            problems.append(str(exc))
+            continue
+        problem = engine.boot_problem(seat, sized[seat["name"]])
+        if problem:
+            problems.append(problem)
+    return sized, problems
+
+
+def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_factor=KV_FACTOR,
+               kv_round_to=KV_ROUND_TO, gpu_profile=GPU_PROFILE,
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB):
+    """Every seat of a host sized by its engine as the plan sizes it, without placing it (what
+    playbooks/kv-sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
+    ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
+    overhead, ``boot_ok`` and ``boot_error``."""
+    spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
+    sized, problems = _size(spec, inventory_dir, {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to})
+    out = []
+    for seat in spec["seats"]:
+        if seat["name"] not in sized:
+            continue
+        engine, sizing = engine_of(seat), sized[seat["name"]]
+        problem = engine.boot_problem(seat, sizing)
+        entry = {"name": seat["name"], "engine": seat["engine"], "kv_rule": sizing["rule"],
+                 "boot_ok": problem is None, "boot_error": problem}
+        entry.update(engine.planned(seat, sizing))
+        entry.update(engine.footprint(seat, sizing, None, None, default_overhead_mib))
+        out.append(entry)
+    return {"seats": out, "problems": problems}
+
+
 def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, plateau_kv=None,
                plateau_kv_planned=False, seat_defaults=None, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                gpu_profile=GPU_PROFILE, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
@@ -91,20 +130,16 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to}
 
-    errors, sized = [], {}
-    for seat in spec["seats"]:
-        engine = engine_of(seat)
-        try:
-            sizing = engine.size(seat, inventory_dir, options)
-            kv = engine.kv_bytes(sizing)
-            ran_with = kv if plateau_kv_planned else (plateau_kv or {}).get(seat["name"])
-            footprint = engine.footprint(seat, sizing, plateau, ran_with, default_overhead_mib)
-            sized[seat["name"]] = (sizing, footprint)
-        except (SizingError, FootprintError) as exc:
-            errors.append(str(exc))
-    if errors:
+    sized, problems = _size(spec, inventory_dir, options)
+    if problems:
         raise PlanError("host %s: %d seat(s) cannot be sized:\n- %s"
-                        % (host, len(errors), "\n- ".join(errors)))
+                        % (host, len(problems), "\n- ".join(problems)))
+    footprints = {}
+    for seat in spec["seats"]:
+        engine, sizing = engine_of(seat), sized[seat["name"]]
+        kv = engine.kv_bytes(sizing)
+        ran_with = kv if plateau_kv_planned else (plateau_kv or {}).get(seat["name"])
+        footprints[seat["name"]] = engine.footprint(seat, sizing, plateau, ran_with, default_overhead_mib)
 
     memory = {}
     for gpu in spec["gpus"]:
@@ -116,14 +151,14 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
             [{"id": gpu["uuid"], "keep_clear": gpu["keep_clear"],
               "capacity_mib": memory[gpu["uuid"]]["total"] - memory[gpu["uuid"]]["reserved"]
               - memory[gpu["uuid"]]["not_ours"]} for gpu in spec["gpus"]],
-            [{"name": seat["name"], "need_mib": sized[seat["name"]][1]["footprint_mib"],
+            [{"name": seat["name"], "need_mib": footprints[seat["name"]]["footprint_mib"],
               "gpu_count": seat["gpu_count"],
               "gpu": _one_or_list(seat["gpu"]), "avoid_gpus": seat["avoid_gpus"],
               "current_gpu": _one_or_list(seat["current_gpu"])} for seat in spec["seats"]],
             min_spare_mib=min_spare_mib)
     except PlacementError as exc:
         raise PlanError("host %s: %s" % (host, exc))
-    return _assemble(host, spec, sized, memory, now, placed, boot_margin_mib)
+    return _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
 
 
 def _one_or_list(uuids):
@@ -132,12 +167,12 @@ def _one_or_list(uuids):
     return uuids[0] if len(uuids) == 1 else uuids
 
 
-def _assemble(host, spec, sized, memory, now, placed, boot_margin_mib):
+def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib):
     index = {gpu["uuid"]: gpu["index"] for gpu in spec["gpus"]}
     warnings, plan_seats = [], []
     for seat in spec["seats"]:
         engine = engine_of(seat)
-        sizing, footprint = sized[seat["name"]]
+        sizing, footprint = sized[seat["name"]], footprints[seat["name"]]
         assigned = placed["assignment"][seat["name"]]
         gpus = assigned if isinstance(assigned, list) else [assigned]
         total = min(memory[uuid]["total"] for uuid in gpus)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     HEALTH_INTERVAL_S,
     HEALTH_TIMEOUT_S,
@@ -25,7 +26,6 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import seat_usage_mib
 
 PHASES = ("before_start", "after_boot", "after_boot_memory", "plateau")
 
@@ -44,7 +44,7 @@ def before_start(seat, cards, margin_mib):
     startup check, ``free >= ceil(total * util)`` in bytes)."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
-    own = seat_usage_mib(cards, seat["name"])
+    own = seat_mib(cards).get(seat["name"], {})
     for uuid in seat["gpus"]:
         card = by_uuid.get(uuid)
         if card is None:

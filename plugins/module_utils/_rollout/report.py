@@ -45,7 +45,8 @@ def plan_markdown(plan):
             lines.append("| %s | *kept clear* | | | | | | |" % label)
             continue
         for seat in _seat_rows(plan, gpu):
-            kv, tokens, conc, util = engine_of(seat).plan_cells(seat)
+            kv, tokens, conc = engine_of(seat).plan_cells(seat)
+            util = "-" if seat["gpu_memory_utilization"] is None else "%.2f" % seat["gpu_memory_utilization"]
             parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]),
                                       _mib(seat["overhead_mib"]))
             moved = "moved from %s" % ", ".join(seat["current_gpus"]) if seat["moved"] else (
@@ -64,6 +65,25 @@ def plan_markdown(plan):
     if plan.get("warnings"):
         lines.append("")
         lines += ["- warning: %s" % warning for warning in plan["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def sizing_markdown(host, sizing):
+    """Every seat of a host as its engine sizes it (playbooks/kv-sizing.yml), before placing:
+    KV budget and the rule that chose it, KV tokens, concurrency, footprint with the default
+    overhead, and whether vLLM would boot; the problems last."""
+    lines = ["## %s: sizing" % host, "",
+             "| seat | KV budget | KV tokens | concurrency | footprint MiB (weights + KV + overhead) | boots |",
+             "|---|---|---|---|---|---|"]
+    for seat in sizing["seats"]:
+        kv, tokens, conc = engine_of(seat).plan_cells(seat)
+        parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]), _mib(seat["overhead_mib"]))
+        lines.append("| %s | %s | %s | %s | %s (%s) | %s |" % (
+            seat["name"], kv, tokens, conc, _mib(seat["footprint_mib"]), parts,
+            "yes" if seat["boot_ok"] else "**NO**"))
+    if sizing["problems"]:
+        lines.append("")
+        lines += ["- %s" % problem for problem in sizing["problems"]]
     return "\n".join(lines) + "\n"
 
 

@@ -17,17 +17,11 @@ footprint boots first: if something does not fit, it fails before the small seat
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, seat_mib
 
 
 class StepsError(ValueError):
     """Inputs that do not describe one host's plan and state."""
-
-
-def seat_usage_mib(cards, seat_name):
-    """MiB each GPU (by UUID) holds for the seat's compose service (its name) in a gpu_info
-    result."""
-    return seat_mib((cards or {}).get("gpus", [])).get(seat_name, {})
 
 
 def rebalance_steps(plan, changed, running, cards):
@@ -45,11 +39,16 @@ def rebalance_steps(plan, changed, running, cards):
     if unknown:
         raise StepsError("changed: %s not in the plan" % ", ".join(sorted(unknown)))
 
+    try:
+        holders = seat_mib(cards)
+    except ReadingError as exc:
+        raise StepsError("cards: %s" % exc) from None
+
     leaving = sorted(running - set(seats))
     stop_first = list(leaving)
     for name in sorted(changed & running):
         seat = seats[name]
-        held = seat_usage_mib(cards, name)
+        held = holders.get(name, {})
         moves = bool(held) and set(held) != set(seat["gpus"])
         shrinks = any(mib > seat["footprint_mib"] for mib in held.values())
         if moves or shrinks:
