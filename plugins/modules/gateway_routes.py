@@ -211,25 +211,14 @@ backup_file:
   sample: /opt/litellm/config.yaml.bak-20261005-routes
 """
 
-import os
-import tempfile
 import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.litellm_config import (
-    PROBLEMS,
     RouteAuditError,
-    audit,
-    problems_message,
-    rewrite,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
-    SeatFilesError,
-    backup_path_for,
-    check_backup_name_parts,
-    make_backup,
+    check_routes,
 )
 
 try:
@@ -241,7 +230,7 @@ else:
     YAML_IMPORT_ERROR = None
 
 
-def compose(text):
+def yaml_nodes(text):
     # The pure-Python loader: its marks count characters of `text`, which the edits rely on.
     return yaml.compose(text, Loader=yaml.SafeLoader)
 
@@ -274,48 +263,17 @@ def main():
             "PyYAML", reason="to read the LiteLLM config (or run the task with"
             " delegate_to: localhost on a copy of the config)"), exception=YAML_IMPORT_ERROR)
     params = module.params
-    path = params["path"]
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        module.fail_json(msg="path: cannot read the LiteLLM config %s: %s" % (path, exc.strerror))
-    except UnicodeDecodeError as exc:
-        module.fail_json(msg="path: %s is not UTF-8 text: %s" % (path, exc))
-
-    date = params["backup_date"] or time.strftime("%Y%m%d")
-    try:
-        check_backup_name_parts(date, params["backup_tag"])
-        findings, spans = audit(text, params["seats"], compose, params["external_hosts"], path)
-        new_text, rewrites = text, []
-        if params["rewrite"]:
-            new_text, rewrites = rewrite(text, findings, spans, compose, path)
-            if rewrites:
-                findings, _spans = audit(new_text, params["seats"], compose,
-                                         params["external_hosts"], path)
-    except (RouteAuditError, SeatFilesError) as exc:
+        result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
+                                       params["external_hosts"], params["strict"], params["backup_tag"],
+                                       params["backup_date"] or time.strftime("%Y%m%d"),
+                                       module.check_mode, module.atomic_move)
+    except RouteAuditError as exc:
         module.fail_json(msg=str(exc))
-
-    problems = problems_message(findings, path)
-    result = {"changed": False, "targets": findings, "rewrites": rewrites,
-              "problems": sum(1 for finding in findings if finding["status"] in PROBLEMS),
-              "backup_file": None}
-    if problems and params["strict"]:
-        # All or nothing: a half-repointed gateway is harder to reason about than the old one.
-        module.fail_json(msg=problems, **result)
-    if rewrites:
-        result["changed"] = True
-        if module._diff:
-            result["diff"] = {"before": text, "after": new_text, "before_header": path,
-                              "after_header": path}
-        if not module.check_mode:
-            result["backup_file"] = backup_path_for(path, date, params["backup_tag"])
-            make_backup(path, result["backup_file"])
-            handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(new_text)
-            # atomic_move gives the new file the old one's owner and mode
-            module.atomic_move(temp, path)
+    if failure:
+        module.fail_json(msg=failure, **result)
+    if not module._diff:
+        result.pop("diff", None)
     module.exit_json(**result)
 
 

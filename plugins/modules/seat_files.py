@@ -154,13 +154,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import BackupError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
-    SeatFilesError,
-    file_mode,
-    present,
-    restored,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import SeatFilesError, file_mode, present, restored
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import COMPOSE_FILE, ENV_FILE
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
@@ -194,7 +190,7 @@ def main():
                              params["validate"], Docker(), module.check_mode, module.atomic_move)
         else:
             result = restored(params["project_dir"], params["restore"], module.check_mode)
-    except (RenderError, SeatFilesError) as exc:
+    except (BackupError, RenderError, SeatFilesError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:
         del result["diff"]

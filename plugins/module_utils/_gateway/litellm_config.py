@@ -13,14 +13,24 @@ seat moves, an api_base-only substitution leaves pass-through targets dead (seed
 are audited, and a moved address is rewritten in place: only the characters of ``host:port``
 inside the scalar change, so comments, quoting and layout survive byte for byte.
 
-Standard library only. The caller passes a YAML *composer* (``yaml.compose`` with PyYAML's
-pure-Python SafeLoader): its nodes carry the character offsets the targeted edits need. Nodes
-are read by duck typing (``id``, ``value``, ``start_mark``, ``end_mark``).
+Standard library only. The caller passes ``yaml_nodes``, a function from text to YAML nodes
+(PyYAML's ``yaml.compose`` with its pure-Python SafeLoader): the nodes carry the character
+offsets the targeted edits need, and are read by duck typing (``id``, ``value``,
+``start_mark``, ``end_mark``).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
+    BackupError,
+    backup_path_for,
+    check_backup_name_parts,
+    make_backup,
+)
 
 # A LiteLLM secret reference: resolved from the gateway's environment at start-up.
 ENV_REFERENCE = "os.environ/"
@@ -124,10 +134,10 @@ def _scalar(node):
     return node.value if node is not None and node.id == "scalar" else None
 
 
-def find_targets(text, compose, path="config.yaml"):
+def find_targets(text, yaml_nodes, path="config.yaml"):
     """Every api_base and pass-through target in the file, with its position in ``text``."""
     try:
-        root = compose(text)
+        root = yaml_nodes(text)
     except Exception as exc:  # the composer's own error types: report them, never a traceback
         raise RouteAuditError("%s: not readable as YAML: %s" % (path, _one_line(exc))) from None
     if root is None:
@@ -259,17 +269,17 @@ def repoint(url, host, port):
 # the audit and the rewrite
 # ---------------------------------------------------------------------------------------------
 
-def audit(text, seats, compose, external_hosts=(), path="config.yaml"):
+def audit(text, seats, yaml_nodes, external_hosts=(), path="config.yaml"):
     """Judge every target in ``text``; returns ``(findings, spans)``: spans[i] is the
     character range of findings[i]'s scalar in ``text`` (None when not a plain string)."""
     seats = normalize_seats(seats)
     external = {host.lower() for host in external_hosts or ()}
-    targets = find_targets(text, compose, path)
+    targets = find_targets(text, yaml_nodes, path)
     return [judge(target, seats, external) for target in targets], \
         [target["span"] for target in targets]
 
 
-def rewrite(text, findings, spans, compose, path="config.yaml"):
+def rewrite(text, findings, spans, yaml_nodes, path="config.yaml"):
     """Repoint every MOVED finding in place; returns ``(new_text, rewrites)``.
 
     Only the ``host:port`` characters inside each scalar change. The result is composed again
@@ -295,13 +305,13 @@ def rewrite(text, findings, spans, compose, path="config.yaml"):
                          "route": finding["route"], "line": finding["line"],
                          "old": finding["target"], "new": finding["new_target"]})
     if rewrites:
-        _verify(new_text, rewrites, compose, path)
+        _verify(new_text, rewrites, yaml_nodes, path)
     return new_text, rewrites
 
 
-def _verify(new_text, rewrites, compose, path):
+def _verify(new_text, rewrites, yaml_nodes, path):
     read_back = {(target["kind"], target["where"]): target["target"]
-                 for target in find_targets(new_text, compose, path)}
+                 for target in find_targets(new_text, yaml_nodes, path)}
     for item in rewrites:
         if read_back.get((item["kind"], item["where"])) != item["new"]:
             raise RouteAuditError("%s line %d (%s): the rewrite would read back as %r, expected"
@@ -324,3 +334,45 @@ def problems_message(findings, path="config.yaml"):
                 finding["target"], finding["status"],
                 " - %s" % finding["detail"] if finding["detail"] else "")
             for finding in bad))
+
+
+def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), strict=True,
+                 backup_tag="routes", backup_date=None, check_mode=False, move=os.replace):
+    """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved
+    (a dated backup first; ``move(temp, path)`` keeps the file's owner and mode). ``(result,
+    failure)``: the failure names every problem when ``strict`` and any target is wrong (all
+    or nothing: a half-repointed gateway is harder to reason about than the old one)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise RouteAuditError("path: cannot read the LiteLLM config %s: %s" % (path, exc.strerror)) from None
+    except UnicodeDecodeError as exc:
+        raise RouteAuditError("path: %s is not UTF-8 text: %s" % (path, exc)) from None
+    try:
+        check_backup_name_parts(backup_date, backup_tag)
+    except BackupError as exc:
+        raise RouteAuditError(str(exc)) from None
+    findings, spans = audit(text, seats, yaml_nodes, external_hosts, path)
+    new_text, rewrites = text, []
+    if repoint:
+        new_text, rewrites = rewrite(text, findings, spans, yaml_nodes, path)
+        if rewrites:
+            findings, _spans = audit(new_text, seats, yaml_nodes, external_hosts, path)
+    problems = problems_message(findings, path)
+    result = {"changed": False, "targets": findings, "rewrites": rewrites,
+              "problems": sum(1 for finding in findings if finding["status"] in PROBLEMS),
+              "backup_file": None}
+    if problems and strict:
+        return result, problems
+    if rewrites:
+        result["changed"] = True
+        result["diff"] = {"before": text, "after": new_text, "before_header": path, "after_header": path}
+        if not check_mode:
+            result["backup_file"] = backup_path_for(path, backup_date, backup_tag)
+            make_backup(path, result["backup_file"])
+            handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(new_text)
+            move(temp, path)
+    return result, None

@@ -5,13 +5,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Write a seat's files (rendered by its runtime) with dated backups, and put them back byte
-for byte.
-
-A backup is ``<file>.bak-YYYYMMDD-<tag>`` (the operator's own convention, seed 000), a copy with
-the original's bytes, mode and owner. When that name is taken by a different earlier version,
-``-2``, ``-3``... are appended, so no backup is ever overwritten.
-"""
+"""Write a seat's files (rendered by its runtime) with dated backups (``_common.backup``), and
+put them back byte for byte."""
 
 from __future__ import annotations
 
@@ -21,50 +16,15 @@ import re
 import shutil
 import tempfile
 
-_TAG_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_DATE_RE = re.compile(r"\A\d{8}\Z")
-
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
+    backup_path_for,
+    check_backup_name_parts,
+    make_backup,
+    read_bytes,
+)
 
 class SeatFilesError(ValueError):
     """Bad arguments for writing or restoring seat files."""
-
-
-def check_backup_name_parts(date, tag):
-    if not _DATE_RE.match(date or ""):
-        raise SeatFilesError("backup_date: expected YYYYMMDD, got %r" % (date,))
-    if not _TAG_RE.match(tag or ""):
-        raise SeatFilesError("backup_tag: expected letters, digits, '.', '_' or '-', got %r" % (tag,))
-
-
-def read_bytes(path):
-    """The file's bytes, or None when it does not exist."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def backup_path_for(path, date, tag):
-    """The first free backup name for ``path``, or the existing one holding the same bytes."""
-    current = read_bytes(path)
-    base = "%s.bak-%s-%s" % (path, date, tag)
-    candidate, number = base, 1
-    while os.path.lexists(candidate):
-        if read_bytes(candidate) == current:
-            return candidate
-        number += 1
-        candidate = "%s-%d" % (base, number)
-    return candidate
-
-
-def make_backup(path, backup):
-    """Copy ``path`` to ``backup`` keeping bytes, mode, timestamps and owner."""
-    if os.path.exists(backup):
-        return
-    shutil.copy2(path, backup)
-    info = os.stat(path)
-    os.chown(backup, info.st_uid, info.st_gid)
 
 
 _MODE_RE = re.compile(r"\A0?[0-7]{3}\Z")

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
-    SeatFilesError,
-    check_backup_name_parts,
-    file_mode,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import BackupError, check_backup_name_parts
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import SeatFilesError, file_mode
 
 
 @pytest.mark.parametrize("value, mode", [("0600", 0o600), ("600", 0o600), ("0644", 0o644)])
@@ -26,5 +23,5 @@ def test_anything_else_is_refused_naming_the_option(value):
 @pytest.mark.parametrize("date, tag", [("2026120", "rebal"), ("20261201\n", "rebal"),
                                        ("20261201", "../x"), ("20261201", "rebal\n")])
 def test_backup_names_are_refused_whole(date, tag):
-    with pytest.raises(SeatFilesError):
+    with pytest.raises(BackupError):
         check_backup_name_parts(date, tag)
