@@ -23,6 +23,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup impo
     read_bytes,
 )
 
+
 class SeatFilesError(ValueError):
     """Bad arguments for writing or restoring seat files."""
 
