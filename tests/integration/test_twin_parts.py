@@ -27,6 +27,7 @@ from twinlib import fleet, rootfs  # noqa: E402
 from twinlib.spec import (SpecError, gpu_state, parse_spec, spec_from_inventory,  # noqa: E402
                           stable_uuid)
 from conftest import run_ansible  # noqa: E402
+from support.need import need  # noqa: E402
 
 REPO = TWIN_DIR.parents[1]
 H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
@@ -316,16 +317,8 @@ def test_hook_reads_the_variable_docker_appends_last():
 
 
 # -- the seat image's root filesystem --
-def need_root():
-    if os.geteuid() != 0:
-        message = "needs root (chroot into the image's root filesystem)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
 def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
-    need_root()
+    need(os.geteuid() == 0, "needs root (chroot into the image's root filesystem)")
     programs = [entry[0] for entry in fleet.ENTRYPOINTS.values()]
     tarball = rootfs.build_rootfs(fleet.SEAT_DIR, tmp_path / "cache", programs)
     assert rootfs.build_rootfs(fleet.SEAT_DIR, tmp_path / "cache", programs) == tarball
