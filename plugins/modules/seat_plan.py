@@ -114,8 +114,9 @@ plan:
       C(capacity_mib), C(seats), C(footprint_mib), C(spare_mib) at plateau,
       C(spare_at_boot_mib)), C(seats) (per seat its GPUs, KV bytes, tokens, concurrency, the KV
       rule, weights/KV/overhead and footprint MiB, the boot-gate utilization, whether it moves,
-      and C(deploy), the input of M(llmfleet.seats.seat_files)), C(worst_spare_mib), C(moves),
-      C(optimal) and C(warnings).
+      each planned number once, and C(launch), what the inventory declared about running it; a
+      seat as it is is the input of M(llmfleet.seats.seat_files)), C(worst_spare_mib),
+      C(moves), C(optimal) and C(warnings).
   returned: success
   type: dict
 markdown:
