@@ -13,7 +13,7 @@ description:
   - Reads a LiteLLM C(config.yaml) and checks that every C(model_list[].litellm_params.api_base)
     and every C(general_settings.pass_through_endpoints[].target) points at a seat (host and
     port) in O(seats). After a move an C(api_base)-only substitution leaves pass-through targets
-    dead (seed 002), so both are audited.
+    dead, so both are audited.
   - "Each target gets a status: V(ok) (a seat's address, and for an C(api_base) that seat serves
     the route's model), V(moved) (a seat's previous address, see O(seats[].previous_host)),
     V(wrong_seat) (a seat's address, but another model), V(unknown) (no seat has it),
@@ -105,7 +105,7 @@ options:
 notes:
   - The file is parsed with PyYAML, whose nodes carry the character offsets the in-place edits
     need. PyYAML is always installed where Ansible runs, so when the config lives in the
-    operator's repository (as the seeds' C(stacks/litellm/conf/config.yaml) does), run the task
+    operator's repository (for example C(stacks/litellm/conf/config.yaml)), run the task
     with C(delegate_to) V(localhost). On a gateway host without PyYAML the module fails saying
     so.
   - Files pulled in with LiteLLM's C(include:) are not followed; audit each one.

@@ -83,7 +83,7 @@ options:
         entry's C(backup) is copied back, and a file that run C(created) is removed.
     type: dict
 notes:
-  - Run it with C(become) where the C(.env) is root-owned (seed 001); owner and mode of existing
+  - Run it with C(become) where the C(.env) is root-owned; owner and mode of existing
     files are kept.
 """
 

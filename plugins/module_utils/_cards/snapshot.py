@@ -179,7 +179,7 @@ class ReadingError(ValueError):
 
 
 # Beszel's agent stores nvidia-smi's MiB divided by 1.024 ("mebibytesInAMegabyte",
-# henrygd/beszel agent/gpu.go); seed 000 reads plateaus back as stats.g.<n>.mu x 1.024.
+# henrygd/beszel agent/gpu.go): a plateau read back from beszel is stats.g.<n>.mu x 1.024.
 BESZEL_MIB_FACTOR = 1.024
 
 

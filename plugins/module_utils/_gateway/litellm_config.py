@@ -9,7 +9,7 @@
 
 Every ``model_list[].litellm_params.api_base`` and every
 ``general_settings.pass_through_endpoints[].target`` must name a seat's host and port. After a
-seat moves, an api_base-only substitution leaves pass-through targets dead (seed 002), so both
+seat moves, an api_base-only substitution leaves pass-through targets dead, so both
 are audited, and a moved address is rewritten in place: only the characters of ``host:port``
 inside the scalar change, so comments, quoting and layout survive byte for byte.
 

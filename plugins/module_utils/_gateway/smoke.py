@@ -348,7 +348,7 @@ def check_stream(client, route):
 
 def check_reasoning(client, route):
     # Streamed, as the seats' consumers read it; vLLM before 0.28 cannot split a non-streamed
-    # reply for every parser (seed 002).
+    # reply for every parser.
     content, reasoning, finish_reason, ttft, count = _stream(client, route, REASONING_PROMPT)
     result = {"ttft_s": _round(ttft), "reasoning_key": ",".join(sorted(reasoning)) or None}
     inline = _markup_in(content, REASONING_MARKUP)

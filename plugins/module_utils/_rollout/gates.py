@@ -89,7 +89,7 @@ def health_gate(seat, status, waited_s, timeout_s):
 def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
     """Free memory on each GPU touched now: at least the margin, and at least the plan's spare at
     plateau less the tolerance. Right after a boot there must already be that much (seats only
-    grow towards the plateau); a GPU below it means a footprint was under-counted (seed 001)."""
+    grow towards the plateau); a GPU below it means a footprint was under-counted."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
     for planned in plan_gpus:

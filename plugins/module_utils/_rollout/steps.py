@@ -11,7 +11,7 @@ Seats that leave the host, move to another GPU or shrink stop first, so the memo
 is free before anything boots. Every seat whose files changed, or that should run and does not,
 then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on each of its
 GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where vLLM's
-profile charges a neighbour's memory to the wrong seat (seed 000). Within a GPU the largest
+profile charges a neighbour's memory to the wrong seat. Within a GPU the largest
 footprint boots first: if something does not fit, it fails before the small seats move.
 """
 

@@ -7,7 +7,7 @@
 
 """What a seat really holds on each of its GPUs: weights + pinned KV + runtime overhead.
 
-vLLM's declared budget is not what the process needs (seed 001): the CUDA context, NCCL and
+vLLM's declared budget is not what the process needs: the CUDA context, NCCL and
 cuBLAS handles sit outside ``--gpu-memory-utilization``; CUDA graphs, the activation peak,
 FlashInfer's 394 MiB workspace and its autotuner allocate on top of the KV cache (reference
 §5). So the overhead is measured where it can be: at the plateau, days after a boot, as the
