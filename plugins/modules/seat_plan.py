@@ -28,30 +28,8 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.pure
+  - llmfleet.seats._host_seats
 options:
-  host:
-    description: The host's name, used in messages and the plan.
-    type: str
-    required: true
-  gpus:
-    description: The host's GPUs, C(llmfleet_gpus) (index, uuid, name, memory_total_mib, keep_clear).
-    type: list
-    elements: dict
-    required: true
-  seats:
-    description: The host's seats, C(llmfleet_seats).
-    type: list
-    elements: dict
-    required: true
-  seat_defaults:
-    description:
-      - C(llmfleet_seat_defaults), fields every seat of an engine gets unless it sets them, keyed
-        by engine (C(vllm), C(fixed)), for example a C(volumes) list that mounts the host's model
-        cache into every vLLM seat.
-    type: dict
-  inventory_dir:
-    description: Directory that relative C(model_config) paths are relative to.
-    type: path
   cards:
     description: A M(llmfleet.seats.gpu_info) result read now; its UUIDs must be the inventory's.
     type: dict
@@ -68,18 +46,6 @@ options:
     description: O(plateau) was recorded with the KV budgets this plan computes (no budget changes).
     type: bool
     default: false
-  kv_factor:
-    description: The sizing rule's factor for seats without their own.
-    type: float
-    default: 1.25
-  kv_round_to:
-    description: The sizing rule's rounding.
-    type: str
-    default: 0.5GiB
-  gpu_profile:
-    description: The card whose vLLM defaults apply (see M(llmfleet.seats.kv_budget)'s C(gpu)).
-    type: str
-    default: h100
   min_spare_mib:
     description: Refuse a placement whose worst spare at plateau is below this.
     type: int
@@ -131,29 +97,24 @@ svg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import DEFAULT_OVERHEAD_MIB
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "host": {"type": "str", "required": True},
-            "gpus": {"type": "list", "elements": "dict", "required": True},
-            "seats": {"type": "list", "elements": "dict", "required": True},
-            "seat_defaults": {"type": "dict"},
-            "inventory_dir": {"type": "path"},
+            **HOST_OPTIONS,
             "cards": {"type": "dict"},
             "plateau": {"type": "dict"},
             "plateau_kv": {"type": "dict"},
             "plateau_kv_planned": {"type": "bool", "default": False},
-            "kv_factor": {"type": "float", "default": 1.25},
-            "kv_round_to": {"type": "str", "default": "0.5GiB"},
-            "gpu_profile": {"type": "str", "default": "h100"},
             "min_spare_mib": {"type": "int", "default": 0},
-            "boot_margin_mib": {"type": "int", "default": 512},
-            "default_overhead_mib": {"type": "int", "default": 2304},
+            "boot_margin_mib": {"type": "int", "default": MARGIN_MIB},
+            "default_overhead_mib": {"type": "int", "default": DEFAULT_OVERHEAD_MIB},
         },
         supports_check_mode=True,
     )

@@ -21,39 +21,7 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.pure
-options:
-  host:
-    description: The host's name, used in messages and the table.
-    type: str
-    required: true
-  gpus:
-    description: The host's GPUs, C(llmfleet_gpus).
-    type: list
-    elements: dict
-    required: true
-  seats:
-    description: The host's seats, C(llmfleet_seats).
-    type: list
-    elements: dict
-    required: true
-  seat_defaults:
-    description: C(llmfleet_seat_defaults), fields every seat of an engine gets unless it sets them.
-    type: dict
-  inventory_dir:
-    description: Directory that relative C(model_config) paths are relative to.
-    type: path
-  kv_factor:
-    description: The sizing rule's factor for seats without their own C(kv_factor).
-    type: float
-    default: 1.25
-  kv_round_to:
-    description: The sizing rule's rounding (bytes or a size such as V(0.5GiB)).
-    type: str
-    default: 0.5GiB
-  gpu_profile:
-    description: The card whose attention backends vLLM's arithmetic assumes.
-    type: str
-    default: h100
+  - llmfleet.seats._host_seats
 """
 
 EXAMPLES = r"""
@@ -90,8 +58,7 @@ markdown:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import GPU_PROFILE, KV_FACTOR, KV_ROUND_TO
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, size_seats
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import sizing_markdown
 
@@ -99,14 +66,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report imp
 def main():
     module = AnsibleModule(
         argument_spec={
-            "host": {"type": "str", "required": True},
-            "gpus": {"type": "list", "elements": "dict", "required": True},
-            "seats": {"type": "list", "elements": "dict", "required": True},
-            "seat_defaults": {"type": "dict"},
-            "inventory_dir": {"type": "path"},
-            "kv_factor": {"type": "float", "default": KV_FACTOR},
-            "kv_round_to": {"type": "str", "default": KV_ROUND_TO},
-            "gpu_profile": {"type": "str", "default": GPU_PROFILE},
+            **HOST_OPTIONS,
         },
         supports_check_mode=True,
     )

@@ -144,12 +144,7 @@ def _keep_current(problem, solver, worst):
         else:
             later.append(seat)
     for seat in sorted(later, key=lambda s: (-s.count, -s.need, s.name)):
-        rooms = sorted((solver.base[pos] - load[pos], -pos) for pos in problem.usable
-                       if seat.allowed >> pos & 1)
-        chosen = sorted(-neg for _room, neg in rooms[-seat.count:])
-        for pos in chosen:
-            load[pos] += seat.need
-        where[seat.name] = chosen
+        solver.place_on_roomiest(seat, load, where)
     if min(solver.base[pos] - load[pos] for pos in problem.usable) < worst:
         return None
     return where

@@ -98,13 +98,17 @@ class Solver:
         load = {pos: 0 for pos in p.usable}
         where = {}
         for seat in self.multis + sorted(self.singles, key=lambda s: (-s.need, s.name)):
-            rooms = sorted((self.base[pos] - load[pos], -pos) for pos in p.usable
-                           if seat.allowed >> pos & 1)
-            chosen = sorted(-neg for _room, neg in rooms[-seat.count:])
-            for pos in chosen:
-                load[pos] += seat.need
-            where[seat.name] = chosen
+            self.place_on_roomiest(seat, load, where)
         return self.rebalance(where)
+
+    def place_on_roomiest(self, seat, load, where):
+        """Put ``seat`` on the GPUs it may use with the most room left (a piece on each)."""
+        rooms = sorted((self.base[pos] - load[pos], -pos) for pos in self.p.usable
+                       if seat.allowed >> pos & 1)
+        chosen = sorted(-neg for _room, neg in rooms[-seat.count:])
+        for pos in chosen:
+            load[pos] += seat.need
+        where[seat.name] = chosen
 
     def rebalance(self, where):
         """Local search: re-split the seats of every pair of GPUs exactly (a subset-sum over

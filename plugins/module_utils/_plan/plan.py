@@ -36,6 +36,18 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint i
     FootprintError,
 )
 
+# The arguments seat_plan and seat_sizing share: a host's GPUs and seats, and the sizing rule
+# (their docs: plugins/doc_fragments/_host_seats.py).
+HOST_OPTIONS = {
+    "host": {"type": "str", "required": True},
+    "gpus": {"type": "list", "elements": "dict", "required": True},
+    "seats": {"type": "list", "elements": "dict", "required": True},
+    "seat_defaults": {"type": "dict"},
+    "inventory_dir": {"type": "path"},
+    "kv_factor": {"type": "float", "default": KV_FACTOR},
+    "kv_round_to": {"type": "str", "default": KV_ROUND_TO},
+    "gpu_profile": {"type": "str", "default": GPU_PROFILE},
+}
 # What the rendered files need of every seat, as the inventory declared it (an engine adds its
 # own LAUNCH_FIELDS).
 LAUNCH_FIELDS = ("image", "environment", "volumes", "command", "health_interval", "health_start_period")
