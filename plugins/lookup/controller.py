@@ -6,7 +6,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: controller
-author: llmfleet.seats contributors
+author:
+  - llmfleet.seats contributors (!UNKNOWN)
 version_added: 0.1.0
 short_description: The controller running the play, as the rebalance lock records it
 description:

@@ -21,7 +21,7 @@ description:
     container runs without restarts, C(/v1/models) lists the served names with the planned
     C(max_model_len), the boot log's reserved KV bytes, C(GPU KV cache size) and concurrency equal
     the plan, and the log has no OOM or FlashInfer fall-back line; with O(runtime_probe), one
-    request near C(max_model_len) must succeed (boot is not runtime: a seat can pass every boot
+    request near C(max_model_len) must succeed (boot is not runtime; a seat can pass every boot
     gate and die on its first long request).
   - O(phase=after_boot_memory) and O(phase=plateau) need O(cards) and O(plan_gpus). Free memory
     on the GPUs in O(gpus) must be at least the margin and at least the plan's spare at boot (or

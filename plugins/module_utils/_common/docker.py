@@ -20,6 +20,10 @@ import subprocess
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 
+def _text(data):
+    return (data or b"").decode("utf-8", errors="replace")
+
+
 class DockerError(Exception):
     """docker could not be run, or did not answer; the message says which command and why."""
 
@@ -43,8 +47,7 @@ class Docker:
             raise DockerError("cannot run %s: %s" % (self.binary, exc.strerror or exc)) from None
         except subprocess.TimeoutExpired:
             raise DockerError("docker %s took longer than %ss" % (args[0], timeout or self.timeout)) from None
-        decode = (lambda data: (data or b"").decode("utf-8", errors="replace"))
-        return proc.returncode, decode(proc.stdout), decode(proc.stderr)
+        return proc.returncode, _text(proc.stdout), _text(proc.stderr)
 
     def inspect(self, names):
         """``({id: docker inspect object}, None)`` for the containers that exist (names or ids),

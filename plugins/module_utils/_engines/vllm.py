@@ -356,4 +356,3 @@ def plan_cells(seat):
     return ("%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"]),
             "{:,}".format(seat["kv_cache_tokens"]),
             "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"])))
-

@@ -24,6 +24,7 @@ class RollbackError(ValueError):
 WANT_RUNNING = "running and healthy"
 WANT_ABSENT = "absent"
 
+
 def _by_item(results, key=None):
     by_item = {}
     for result in results or []:
