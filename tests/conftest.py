@@ -20,6 +20,8 @@ VENV_BIN = REPO_ROOT / ".venv" / "bin"
 if not (COLLECTIONS / "ansible_collections" / "llmfleet" / "seats").exists():
     raise RuntimeError("run scripts/bootstrap (or `make venv`) first: %s is missing" % COLLECTIONS)
 sys.path.insert(0, str(COLLECTIONS))
+# The twin and its stand-ins (tests/twin): `from twinlib import fleet`, `from fakegpu import hook`.
+sys.path.insert(0, str(REPO_ROOT / "tests" / "twin"))
 
 
 def ansible_env(extra: dict | None = None) -> dict:

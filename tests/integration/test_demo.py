@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -13,9 +12,7 @@ from conftest import REPO_ROOT, ansible_env
 from support.need import need_root_and
 from support.process import run_in_group, stop_group
 
-sys.path.insert(0, str(REPO_ROOT / "tests" / "twin"))
-
-from twinlib import fleet  # noqa: E402
+from twinlib import fleet
 
 pytestmark = [pytest.mark.twin, pytest.mark.slow]
 

@@ -9,7 +9,6 @@ reaches the output; a stale pass-through target is caught and repointed end to e
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -26,15 +25,12 @@ import pytest
 from conftest import REPO_ROOT, run_ansible
 from support import litellm as support_litellm
 from support.litellm import LiteLLMProxy, free_port, stop, wait_until
+from support.replay import ReplayServer
 
 pytestmark = [pytest.mark.litellm, pytest.mark.slow]
 
 FAKE_VLLM = REPO_ROOT / "tests" / "twin" / "seat" / "vllm"
 GPU_DRIVER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "fakegpud.py"
-FIXTURES = REPO_ROOT / "tests" / "unit" / "fixtures" / "gateway"
-_spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")
-replay = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(replay)
 
 GPU = "GPU-5a1c0c6e-0000-4000-8000-0000000000a0"
 # Qwen3-8B's and a Gemma-3-shaped geometry: the fake seat thinks Qwen-style (<think>) or
@@ -170,7 +166,7 @@ def gateway(litellm_bin, tmp_path_factory):
     master_key = "sk-" + secrets.token_hex(16)
     twin = Twin(tmp)
     try:
-        with replay.ReplayServer(["judge"]) as judge:
+        with ReplayServer(["judge"]) as judge:
             old_judge_port = free_port()
             config = tmp / "config.yaml"
             config.write_text(gateway_config(twin, "http://127.0.0.1:%d/score" % old_judge_port,

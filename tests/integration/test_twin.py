@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,11 +19,10 @@ import pytest
 from conftest import REPO_ROOT, ansible_env, run_ansible
 from support.need import need_root_and
 
-TWIN_DIR = REPO_ROOT / "tests" / "twin"
-sys.path.insert(0, str(TWIN_DIR))
+from twinlib import fleet, host as hostlib
+from twinlib.procs import alive, ns_inode, pids_in_namespaces
 
-from twinlib import fleet, host as hostlib  # noqa: E402
-from twinlib.procs import alive, ns_inode, pids_in_namespaces  # noqa: E402
+TWIN_DIR = REPO_ROOT / "tests" / "twin"
 
 pytestmark = [pytest.mark.twin, pytest.mark.slow]
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env
 from support.need import need_root_and
 
-sys.path.insert(0, str(REPO_ROOT / "tests" / "twin"))
-
-from twinlib import fleet  # noqa: E402
+from twinlib import fleet
 
 pytestmark = [pytest.mark.twin, pytest.mark.slow]
 

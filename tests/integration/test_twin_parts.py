@@ -18,16 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-TWIN_DIR = Path(__file__).resolve().parents[1] / "twin"
-sys.path.insert(0, str(TWIN_DIR))
-sys.path.insert(0, str(TWIN_DIR / "fakegpu"))
+from conftest import run_ansible
+from fakegpu import hook
+from support.need import need
+from twinlib import fleet, rootfs
+from twinlib.spec import SpecError, gpu_state, parse_spec, spec_from_inventory, stable_uuid
 
-import hook  # noqa: E402  (tests/twin/fakegpu/hook.py)
-from twinlib import fleet, rootfs  # noqa: E402
-from twinlib.spec import (SpecError, gpu_state, parse_spec, spec_from_inventory,  # noqa: E402
-                          stable_uuid)
-from conftest import run_ansible  # noqa: E402
-from support.need import need  # noqa: E402
+TWIN_DIR = Path(__file__).resolve().parents[1] / "twin"
 
 REPO = TWIN_DIR.parents[1]
 H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}

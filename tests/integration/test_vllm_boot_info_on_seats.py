@@ -4,7 +4,6 @@ for each way a boot ends, the module through a real `ansible` command, and `cont
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -115,7 +114,6 @@ def test_the_module_reads_the_seats_log_through_ansible(seats, models, tmp_path)
 @pytest.fixture(scope="module")
 def engine_and_image(tmp_path_factory):
     need_root_and("dockerd", "docker")
-    sys.path.insert(0, str(REPO / "tests" / "twin"))
     from twinlib.rootfs import build_rootfs
     tarball = build_rootfs(REPO / "tests" / "twin" / "seat", tmp_path_factory.mktemp("image"),
                            ["vllm", "asr-seat"])

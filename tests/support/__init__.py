@@ -6,4 +6,10 @@
 - ``support.dockerd``: a private Docker engine on its own socket under /tmp, images built from
   host binaries with ``docker import``, and compose projects on it.
 - ``support.need``: fail in CI (``CI=1``), skip elsewhere, when a test cannot get what it needs.
+- ``support.replay``: the replaying stand-in of a vLLM seat or LiteLLM, with its recordings.
+- ``support.rollout``: the twin-pair fleet, rebalance runs on it, and what each host holds.
+- ``support.litellm``: the pinned LiteLLM proxy in front of seats.
+- ``support.process``: a command run in its own process group, stopped as a group.
+- ``support.interrupt``: SIGTERM tears the fixtures down, as Ctrl-C does.
+The twin and its stand-ins live in ``tests/twin`` (also on sys.path: ``twinlib``, ``fakegpu``).
 """

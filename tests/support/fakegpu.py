@@ -1,7 +1,7 @@
 """The simulated GPU for tests: the fake NVML library, state files, and recorded nvidia-smi runs.
 
-The state file format is CONTRIBUTING.md's "The simulated GPU"; ``tests/fakes/nvml`` (the
-``libnvidia-ml.so.1`` the real nvidia-ml-py loads) and ``tests/fakes/bin/nvidia-smi`` only read
+The state file format is CONTRIBUTING.md's "The simulated GPU"; ``tests/twin/fakes/nvml`` (the
+``libnvidia-ml.so.1`` the real nvidia-ml-py loads) and ``tests/twin/fakes/bin/nvidia-smi`` only read
 it, so a test writes one with :func:`write_state` and runs a process with :func:`fake_gpu_env`.
 
     lib = build_fake_nvml()
@@ -21,7 +21,7 @@ import uuid as uuidlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FAKES = REPO / "tests" / "fakes"
+FAKES = REPO / "tests" / "twin" / "fakes"
 FAKE_BIN = FAKES / "bin"
 FAKE_NVIDIA_SMI = FAKE_BIN / "nvidia-smi"
 NVIDIA_SMI_FIXTURES = REPO / "tests" / "unit" / "fixtures" / "nvidia_smi"

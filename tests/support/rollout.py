@@ -9,7 +9,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,10 +17,9 @@ import yaml
 from conftest import REPO_ROOT, VENV_BIN, ansible_env, run_ansible
 from support.need import need_root_and
 
-TWIN_DIR = REPO_ROOT / "tests" / "twin"
-sys.path.insert(0, str(TWIN_DIR))
+from twinlib import fleet
 
-from twinlib import fleet  # noqa: E402
+TWIN_DIR = REPO_ROOT / "tests" / "twin"
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
 PLAYBOOK = REPO_ROOT / "playbooks" / "rebalance.yml"

@@ -36,8 +36,8 @@ KNOWN_HOSTS = SSH_DIR / "known_hosts"
 INVENTORY = STATE_DIR / "inventory.yml"
 LOCK = Path("/run/lock/%s.lock" % STATE_DIR.name)
 SEAT_DIR = REPO / "tests" / "twin" / "seat"
-FAKES_BUILD = REPO / "tests" / "fakes" / "build"
-FAKE_NVIDIA_SMI = REPO / "tests" / "fakes" / "bin" / "nvidia-smi"
+FAKES_BUILD = REPO / "tests" / "twin" / "fakes" / "build"
+FAKE_NVIDIA_SMI = REPO / "tests" / "twin" / "fakes" / "bin" / "nvidia-smi"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 # What each kind of image runs; `vllm serve` is the real vllm/vllm-openai image's ENTRYPOINT.
 ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"]}

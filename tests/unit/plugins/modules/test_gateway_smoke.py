@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import gateway_smoke
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
-_spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")
-replay = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(replay)
+from support.replay import ReplayServer
 
 KEY = "sk-module-test-secret-5d2b8e41"
 
 
 @pytest.fixture
 def seat():
-    with replay.ReplayServer() as server:
+    with ReplayServer() as server:
         yield server
 
 

@@ -1,7 +1,7 @@
 """The NVML reader with the real nvidia-ml-py bindings calling the fake libnvidia-ml.so.1.
 
 The bindings load ``libnvidia-ml.so.1`` once per process with ctypes; here that library is the
-fake (tests/fakes/nvml), loaded from its build path exactly as the dynamic loader would find it
+fake (tests/twin/fakes/nvml), loaded from its build path exactly as the dynamic loader would find it
 on LD_LIBRARY_PATH (the integration tests do it that way, through real ansible runs). Each test
 writes its own simulated-GPU state and points $FAKE_GPU_STATE at it.
 """

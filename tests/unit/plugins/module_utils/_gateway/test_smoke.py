@@ -4,28 +4,22 @@ why, on each broken one; the API key never leaves the client."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import socket
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import http
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import smoke as gw
-
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gateway"
-_spec = importlib.util.spec_from_file_location("gateway_replay", FIXTURES / "replay_server.py")
-replay = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(replay)
+from support.replay import ReplayServer
 
 KEY = "sk-llmfleet-unit-secret-7f3a9c1e"
 
 
 @pytest.fixture
 def seat():
-    with replay.ReplayServer() as server:
+    with ReplayServer() as server:
         yield server
 
 

@@ -13,7 +13,7 @@
  *                                           "nvmlInit", every version of it) returns the error
  *   "gpu_lost": [index, ...]                 every call on those GPUs returns GPU_IS_LOST
  *
- * Build: tests/fakes/build (gcc, no dependencies).
+ * Build: tests/twin/fakes/build (gcc, no dependencies).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
