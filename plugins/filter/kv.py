@@ -4,8 +4,8 @@
 
 """vLLM KV sizing and byte sizes as Jinja filters.
 
-Thin wrappers over plugins/module_utils/_kv_sizing.py, _model_config.py and _sizes.py (the
-same functions the kv_budget module runs); each filter has its own YAML doc.
+Thin wrappers over plugins/module_utils/_sizing (kv, model_config) and _common/sizes (the same
+functions the kv_budget module runs); each filter has its own YAML doc.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import sizes as _sizes
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import KV_FACTOR, KV_ROUND_TO
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
-    evaluate_kv_budget,
-    size_kv_budget,
-)
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import evaluate_kv_budget, kv_budget
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     load_model_config,
     published_max_model_len as _published_max_model_len,
@@ -33,41 +30,22 @@ def _filter(func):
     return run
 
 
-def _config(value, seat=None):
-    """A config.json dict, or a path to one (or to a model directory) on the controller."""
-    if isinstance(value, (dict, str)):
-        return load_model_config(value, seat=seat)
-    raise AnsibleFilterError("expected a model config (a dict, or a config.json path), got %s"
-                             % type(value).__name__)
-
-
-def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=KV_FACTOR,
-              kv_round_to=KV_ROUND_TO, seat=None, **options):
-    """The kv_budget module's result: sized (no budget) or evaluated (a budget)."""
-    config = _config(config, seat)
-    if kv_cache_memory_bytes is None:
-        return size_kv_budget(config, max_model_len, kv_factor=kv_factor,
-                              kv_round_to=kv_round_to, seat=seat, **options)
-    return evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=seat, **options)
-
-
 def kv_cache_bytes(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                    seat=None, **options):
     """The sizing rule's budget per GPU, in bytes."""
-    return size_kv_budget(_config(config, seat), max_model_len, kv_factor=kv_factor,
-                          kv_round_to=kv_round_to, seat=seat,
-                          **options)["kv_cache_memory_bytes"]
+    return kv_budget(config, max_model_len, None, kv_factor, kv_round_to, seat,
+                     **options)["kv_cache_memory_bytes"]
 
 
 def kv_cache_tokens(config, max_model_len, kv_cache_memory_bytes, seat=None, **options):
     """What vLLM logs as "GPU KV cache size" for this budget."""
-    return evaluate_kv_budget(_config(config, seat), max_model_len, kv_cache_memory_bytes,
+    return evaluate_kv_budget(load_model_config(config, seat=seat), max_model_len, kv_cache_memory_bytes,
                               seat=seat, **options)["kv_cache_tokens"]
 
 
 def published_max_model_len(config, seat=None):
     """The model's native context window (no rope/YaRN extension)."""
-    return _published_max_model_len(_config(config, seat), seat=seat)
+    return _published_max_model_len(load_model_config(config, seat=seat), seat=seat)
 
 
 def to_bytes(value):

@@ -291,26 +291,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     GPU_PROFILES,
     KV_CACHE_DTYPES,
     MAMBA_DTYPES,
-    evaluate_kv_budget,
-    size_kv_budget,
+    kv_budget,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
-    load_model_config,
-)
-
-_SIZING_OPTIONS = ("kv_cache_dtype", "tensor_parallel_size", "block_size",
-                   "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs", "gpu",
-                   "num_speculative_tokens", "enforce_eager", "mamba_cache_dtype",
-                   "mamba_ssm_cache_dtype", "disable_hybrid_kv_cache_manager",
-                   "allow_long_max_model_len")
-
-
-def _max_model_len(value):
-    """Ansible hands key=value arguments over as strings: digits mean a length."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return value
-
 
 def main():
     module = AnsibleModule(
@@ -343,19 +325,11 @@ def main():
         required_one_of=[["model_config", "model_config_path"]],
         supports_check_mode=True,
     )
-    params = module.params
-    options = {name: params[name] for name in _SIZING_OPTIONS}
+    params = dict(module.params)
+    config = params.pop("model_config")
+    path = params.pop("model_config_path")
     try:
-        config = params["model_config"] if params["model_config"] is not None \
-            else load_model_config(params["model_config_path"], seat=params["seat"])
-        max_model_len = _max_model_len(params["max_model_len"])
-        if params["kv_cache_memory_bytes"] is None:
-            result = size_kv_budget(config, max_model_len, kv_factor=params["kv_factor"],
-                                    kv_round_to=params["kv_round_to"], seat=params["seat"],
-                                    **options)
-        else:
-            result = evaluate_kv_budget(config, max_model_len, params["kv_cache_memory_bytes"],
-                                        seat=params["seat"], **options)
+        result = kv_budget(config if config is not None else path, **params)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

@@ -198,20 +198,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
     DEFAULT_NODE_LIMIT,
     PlacementError,
     PlacementInfeasible,
+    per_gpu,
     place,
 )
-
-
-def _per_gpu(gpus, seats, result):
-    placed = {gpu["id"]: [] for gpu in gpus}
-    for seat in seats:
-        target = result["assignment"][seat["name"]]
-        for gpu_id in target if isinstance(target, list) else [target]:
-            placed[gpu_id].append(seat["name"])
-    return [{"id": gpu["id"], "capacity_mib": gpu["capacity_mib"],
-             "keep_clear": gpu["keep_clear"], "seats": sorted(placed[gpu["id"]]),
-             "used_mib": gpu["capacity_mib"] - result["spare_mib"][gpu["id"]],
-             "spare_mib": result["spare_mib"][gpu["id"]]} for gpu in gpus]
 
 
 def main():
@@ -236,9 +225,6 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params["search_node_limit"] < 1:
-        module.fail_json(msg="search_node_limit: expected a positive number of search steps, "
-                             "got %d" % params["search_node_limit"])
     try:
         result = place(params["gpus"], params["seats"], params["min_spare_mib"],
                        params["search_node_limit"])
@@ -247,7 +233,7 @@ def main():
                          short_seats=exc.seats)
     except PlacementError as exc:
         module.fail_json(msg=str(exc))
-    result["per_gpu"] = _per_gpu(params["gpus"], params["seats"], result)
+    result["per_gpu"] = per_gpu(params["gpus"], params["seats"], result)
     module.exit_json(changed=False, **result)
 
 

@@ -58,7 +58,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._placement.solver i
     Solver,
 )
 
-__all__ = ("DEFAULT_NODE_LIMIT", "PlacementError", "PlacementInfeasible", "place")
+__all__ = ("DEFAULT_NODE_LIMIT", "PlacementError", "PlacementInfeasible", "per_gpu", "place")
 
 DEFAULT_NODE_LIMIT = 1000000
 # MiB: below this gap between the bounds the search climbs instead of bisecting
@@ -88,6 +88,9 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
     ``search_nodes``. Raises PlacementError for bad input and PlacementInfeasible when no
     assignment leaves ``min_spare_mib`` on every GPU.
     """
+    if isinstance(node_limit, bool) or not isinstance(node_limit, int) or node_limit < 1:
+        raise PlacementError("search_node_limit: expected a positive number of search steps, got %r"
+                             % (node_limit,))
     problem = Problem(gpus, seats, min_spare_mib)
     solver = Solver(problem, node_limit)
     if not problem.usable:
@@ -245,3 +248,16 @@ def _result(problem, solver, where, optimal, upper):
         "upper_bound_mib": upper,
         "search_nodes": solver.nodes,
     }
+
+
+def per_gpu(gpus, seats, result):
+    """Per GPU of the input: its capacity, the seats placed on it, what they use and the spare."""
+    placed = {gpu["id"]: [] for gpu in gpus}
+    for seat in seats:
+        target = result["assignment"][seat["name"]]
+        for gpu_id in target if isinstance(target, list) else [target]:
+            placed[gpu_id].append(seat["name"])
+    return [{"id": gpu["id"], "capacity_mib": gpu["capacity_mib"],
+             "keep_clear": gpu.get("keep_clear", False), "seats": sorted(placed[gpu["id"]]),
+             "used_mib": gpu["capacity_mib"] - result["spare_mib"][gpu["id"]],
+             "spare_mib": result["spare_mib"][gpu["id"]]} for gpu in gpus]

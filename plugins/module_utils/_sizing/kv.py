@@ -36,6 +36,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
     describe_model,
+    load_model_config,
 )
 
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -712,3 +713,18 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     result = _result(model, opts, plan, backend, round_up(minimum, round_to), requested, length)
     result.update(kv_factor=kv_factor, kv_round_to=round_to, min_kv_cache_memory_bytes=minimum)
     return result
+
+
+def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=KV_FACTOR,
+              kv_round_to=KV_ROUND_TO, seat=None, **options):
+    """kv_budget's result for a config.json (a dict, or a path to it or to its model
+    directory): the rule's budget sized when ``kv_cache_memory_bytes`` is None, else that budget
+    evaluated. The module on a GPU host and the filter on the controller both call this."""
+    config = load_model_config(config, seat=seat)
+    if isinstance(max_model_len, str) and max_model_len.strip().isdigit():
+        # Ansible hands key=value arguments over as strings: digits mean a length.
+        max_model_len = int(max_model_len)
+    if kv_cache_memory_bytes is None:
+        return size_kv_budget(config, max_model_len, kv_factor=kv_factor, kv_round_to=kv_round_to,
+                              seat=seat, **options)
+    return evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=seat, **options)

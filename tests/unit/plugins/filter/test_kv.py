@@ -48,7 +48,7 @@ def test_published_window_and_sizes():
 
 @pytest.mark.parametrize("name, args, message", [
     ("kv_cache_tokens", (QWEN3_8B, 32768, "8.5G"), "mixes decimals"),
-    ("kv_cache_tokens", (42, 32768, "8G"), "expected a model config"),
+    ("kv_cache_tokens", (42, 32768, "8G"), "model config: expected a dict, a config.json path or a model directory, got int"),
     ("kv_cache_bytes", (QWEN3_8B, "auto"), "\"auto\" fits the length"),
     ("kv_budget", ({"model_type": "llama"}, 4096), "num_hidden_layers"),
     ("to_bytes", ("lots",), "to_bytes: cannot read 'lots'"),
