@@ -75,33 +75,9 @@ paths:
   elements: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import (
-    merge_host_section,
-    plan_svg,
-    report_markdown,
-)
-
-STATUSES = ("planned", "unchanged", "applied", "rolled_back", "failed")
-
-
-def _write(module, path, text):
-    old = None
-    if os.path.exists(path):
-        with open(path) as handle:
-            old = handle.read()
-    if old == text:
-        return False
-    if not module.check_mode:
-        temp = path + ".tmp"
-        with open(temp, "w") as out:
-            out.write(text)
-        os.rename(temp, path)
-    return True
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, write_report
 
 
 def main():
@@ -116,32 +92,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    section = params["section"]
-    if section.get("status") not in STATUSES:
-        module.fail_json(msg="section.status: expected one of %s, got %r"
-                         % (", ".join(STATUSES), section.get("status")))
-    directory = params["report_dir"]
-    path = os.path.join(directory, "report.json")
-    report = None
-    if os.path.exists(path):
-        try:
-            with open(path) as handle:
-                report = json.load(handle)
-        except ValueError as exc:
-            module.fail_json(msg="%s is not a report (%s); move it away or pick another report_dir"
-                             % (path, exc))
-    report = merge_host_section(report, params["run_id"], params["host"], section,
-                                params["check_mode"])
-    if not module.check_mode:
-        os.makedirs(directory, exist_ok=True)
-    files = {path: json.dumps(report, indent=2, sort_keys=True) + "\n",
-             os.path.join(directory, "report.md"): report_markdown(report)}
-    if section.get("plan"):
-        files[os.path.join(directory, "%s.svg" % params["host"])] = plan_svg(section["plan"])
-    changed = False
-    for file_path, text in files.items():
-        changed = _write(module, file_path, text) or changed
-    module.exit_json(changed=changed, paths=sorted(files))
+    try:
+        changed, paths = write_report(params["report_dir"], params["run_id"], params["host"],
+                                      params["section"], params["check_mode"], module.check_mode)
+    except ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=changed, paths=paths)
 
 
 if __name__ == "__main__":

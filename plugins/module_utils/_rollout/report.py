@@ -10,6 +10,8 @@ run's report as Markdown. Pure functions of the plan / report dicts (see _plan.p
 
 from __future__ import annotations
 
+import json
+import os
 from xml.sax.saxutils import escape
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
@@ -140,6 +142,58 @@ def plan_svg(plan, width=960):
         '<text x="%d" y="%d" class="title">%s: memory per GPU at plateau (worst spare %s MiB)</text>'
         % (margin, margin + 4, escape(plan["host"]), _mib(plan["worst_spare_mib"])),
     ] + rows + ["</svg>"]) + "\n"
+
+
+STATUSES = ("planned", "unchanged", "applied", "rolled_back", "failed")
+
+
+class ReportError(ValueError):
+    """A section or a report directory the report cannot be written from or into."""
+
+
+def _write(path, text, check_mode):
+    """Replace ``path`` with ``text`` atomically when it differs; whether it did (or would)."""
+    old = None
+    if os.path.exists(path):
+        with open(path) as handle:
+            old = handle.read()
+    if old == text:
+        return False
+    if not check_mode:
+        temp = path + ".tmp"
+        with open(temp, "w") as out:
+            out.write(text)
+        os.rename(temp, path)
+    return True
+
+
+def write_report(report_dir, run_id, host, section, dry_run, check_mode):
+    """Put ``host``'s section into ``report_dir/report.json`` (a new ``run_id`` starts a new
+    report), render ``report.md`` and the host's SVG; ``(changed, paths)``. ``dry_run`` says
+    the run was a --check; ``check_mode``, that this call writes nothing."""
+    if section.get("status") not in STATUSES:
+        raise ReportError("section.status: expected one of %s, got %r"
+                          % (", ".join(STATUSES), section.get("status")))
+    path = os.path.join(report_dir, "report.json")
+    report = None
+    if os.path.exists(path):
+        try:
+            with open(path) as handle:
+                report = json.load(handle)
+        except ValueError as exc:
+            raise ReportError("%s is not a report (%s); move it away or pick another report_dir"
+                              % (path, exc)) from None
+    report = merge_host_section(report, run_id, host, section, dry_run)
+    if not check_mode:
+        os.makedirs(report_dir, exist_ok=True)
+    files = {path: json.dumps(report, indent=2, sort_keys=True) + "\n",
+             os.path.join(report_dir, "report.md"): report_markdown(report)}
+    if section.get("plan"):
+        files[os.path.join(report_dir, "%s.svg" % host)] = plan_svg(section["plan"])
+    changed = False
+    for file_path, text in files.items():
+        changed = _write(file_path, text, check_mode) or changed
+    return changed, sorted(files)
 
 
 def merge_host_section(report, run_id, host, section, check_mode):

@@ -1,0 +1,50 @@
+"""The report a person reads after the window: each host's section merged into report.json,
+report.md rendered from all of them, a second identical write changing nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, write_report
+
+SECTION = {"status": "rolled_back", "error": "gate failed: gamma health", "gates": [
+    {"seat": "gamma", "gate": "health", "ok": False, "measured": 503, "expected": 200,
+     "detail": "GET /health answered 503 after 10 s (timeout 10 s)"}],
+    "actions": ["started in wave 1: gamma", "files restored: gamma"], "backups": [],
+    "rollback": {"complete": True, "problems": [], "files": [
+        {"seat": "gamma", "file": ".env", "path": "/srv/compose/gamma/.env", "state": "restored",
+         "ok": True, "detail": "from /srv/compose/gamma/.env.bak-20261201-rebal"}],
+        "seats": [{"seat": "gamma", "wanted": "running and healthy", "state": "running (healthy)",
+                   "ok": True, "detail": ""}]}}
+
+
+def test_sections_merge_and_a_second_write_changes_nothing(tmp_path):
+    changed, paths = write_report(str(tmp_path), "run-1", "twin1", SECTION, False, False)
+    assert changed and paths == sorted([str(tmp_path / "report.json"), str(tmp_path / "report.md")])
+    write_report(str(tmp_path), "run-1", "twin2", dict(SECTION, status="unchanged", rollback={}), False, False)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert sorted(report["hosts"]) == ["twin1", "twin2"] and report["run_id"] == "run-1"
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| twin1 | **rolled_back** | 0/1 | gamma health |" in markdown
+    assert "### Rollback: complete, the host is as it was" in markdown
+    assert "| gamma | `.env` | restored | yes | from /srv/compose/gamma/.env.bak-20261201-rebal |" in markdown
+    assert write_report(str(tmp_path), "run-1", "twin2", dict(SECTION, status="unchanged", rollback={}),
+                        False, False)[0] is False
+    # a new run starts a new report
+    write_report(str(tmp_path), "run-2", "twin1", SECTION, False, False)
+    assert list(json.loads((tmp_path / "report.json").read_text())["hosts"]) == ["twin1"]
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    changed, _paths = write_report(str(tmp_path / "r"), "run-1", "twin1", SECTION, True, True)
+    assert changed and not (tmp_path / "r").exists()
+
+
+def test_a_bad_status_or_a_foreign_file_is_refused(tmp_path):
+    with pytest.raises(ReportError, match="section.status: expected one of planned, unchanged"):
+        write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, status="done"), False, False)
+    (tmp_path / "report.json").write_text("not json")
+    with pytest.raises(ReportError, match="report.json is not a report"):
+        write_report(str(tmp_path), "run-1", "twin1", SECTION, False, False)
