@@ -4,48 +4,30 @@
 
 """Lookups on llmfleet.seats.gpu_info results (live or snapshots) and Beszel GPU readings.
 
-Thin wrappers over plugins/module_utils/_gpu_snapshot.py; each filter has its own YAML doc.
+Thin wrappers over plugins/module_utils/_cards/snapshot.py; each filter has its own YAML doc.
 """
 
 from __future__ import annotations
-
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
     ReadingError,
     beszel_gpus,
     beszel_mib,
     free_mib_by_uuid,
+    gpu_summary,
     gpus_by_uuid,
-    reading_gpus,
     seat_mib,
-    summary_line,
 )
-
-
-def _filter(func):
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ReadingError as exc:
-            raise AnsibleFilterError(str(exc))
-    return run
-
-
-def gpu_summary(value):
-    """A line for one GPU, or a list of lines for a gpu_info result or its gpus list."""
-    if isinstance(value, dict) and "gpus" not in value:
-        return summary_line(value)
-    return [summary_line(gpu) for gpu in reading_gpus(value, "gpu_summary")]
+from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import operator_errors
 
 
 class FilterModule:
     def filters(self):
         return {
-            "beszel_mib": _filter(beszel_mib),
-            "beszel_gpus": _filter(beszel_gpus),
-            "gpu_by_uuid": _filter(gpus_by_uuid),
-            "gpu_free_mib_by_uuid": _filter(free_mib_by_uuid),
-            "gpu_seat_mib": _filter(seat_mib),
-            "gpu_summary": _filter(gpu_summary),
+            "beszel_mib": operator_errors(beszel_mib, ReadingError),
+            "beszel_gpus": operator_errors(beszel_gpus, ReadingError),
+            "gpu_by_uuid": operator_errors(gpus_by_uuid, ReadingError),
+            "gpu_free_mib_by_uuid": operator_errors(free_mib_by_uuid, ReadingError),
+            "gpu_seat_mib": operator_errors(seat_mib, ReadingError),
+            "gpu_summary": operator_errors(gpu_summary, ReadingError),
         }

@@ -10,8 +10,6 @@ functions the kv_budget module runs); each filter has its own YAML doc.
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import sizes as _sizes
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import KV_FACTOR, KV_ROUND_TO
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import evaluate_kv_budget, kv_budget
@@ -19,15 +17,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_confi
     load_model_config,
     published_max_model_len as _published_max_model_len,
 )
-
-
-def _filter(func):
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc))
-    return run
+from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import operator_errors
 
 
 def kv_cache_bytes(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
@@ -62,10 +52,10 @@ def human_bytes(value, unit=None, precision=2):
 class FilterModule:
     def filters(self):
         return {
-            "kv_budget": _filter(kv_budget),
-            "kv_cache_bytes": _filter(kv_cache_bytes),
-            "kv_cache_tokens": _filter(kv_cache_tokens),
-            "published_max_model_len": _filter(published_max_model_len),
-            "to_bytes": _filter(to_bytes),
-            "human_bytes": _filter(human_bytes),
+            "kv_budget": operator_errors(kv_budget),
+            "kv_cache_bytes": operator_errors(kv_cache_bytes),
+            "kv_cache_tokens": operator_errors(kv_cache_tokens),
+            "published_max_model_len": operator_errors(published_max_model_len),
+            "to_bytes": operator_errors(to_bytes),
+            "human_bytes": operator_errors(human_bytes),
         }

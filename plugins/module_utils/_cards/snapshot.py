@@ -253,6 +253,13 @@ def seat_mib(reading, compose_project=None):
     return seats
 
 
+def gpu_summary(value):
+    """A line for one GPU, or a list of lines for a gpu_info result or its gpus list."""
+    if isinstance(value, dict) and "gpus" not in value:
+        return summary_line(value)
+    return [summary_line(gpu) for gpu in reading_gpus(value, "gpu_summary")]
+
+
 def _short_uuid(uuid):
     return uuid[:12] if uuid.startswith("GPU-") else uuid[:8]
 

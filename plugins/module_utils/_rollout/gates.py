@@ -107,6 +107,15 @@ def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
     return gates
 
 
+def smoke_gates(results):
+    """gateway_smoke's per-route results as rebalance gates."""
+    if not isinstance(results, list):
+        raise GateInputError("smoke_gates: expected gateway_smoke's 'results' list")
+    return [gate("route %s" % item.get("model"), "gateway_%s" % item.get("check"), item.get("ok"),
+                 {"latency_s": item.get("latency_s"), "reasoning_key": item.get("reasoning_key")},
+                 "ok", item.get("detail")) for item in results]
+
+
 class SeatHost:
     """The target's side of the gates: a seat's container (docker inspect), its endpoints at
     ``address`` and its log."""

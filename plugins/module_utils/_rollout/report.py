@@ -70,6 +70,21 @@ def plan_markdown(plan):
     return "\n".join(lines) + "\n"
 
 
+def cards_summary(cards):
+    """Per GPU of a gpu_info result: index, uuid, total/used/free MiB and who holds memory (the
+    seat's compose service, else the container, else the PID)."""
+    summary = []
+    for gpu in (cards or {}).get("gpus", []):
+        holders = {}
+        for process in gpu.get("processes") or []:
+            who = process.get("compose_service") or process.get("container") or "pid %s" % process.get("pid")
+            holders[who] = holders.get(who, 0) + (process.get("used_mib") or 0)
+        summary.append({key: gpu.get(key) for key in (
+            "index", "uuid", "memory_total_mib", "memory_used_mib", "memory_free_mib")})
+        summary[-1]["holders_mib"] = holders
+    return summary
+
+
 def sizing_markdown(host, sizing):
     """Every seat of a host as its engine sizes it (playbooks/kv-sizing.yml), before placing:
     KV budget and the rule that chose it, KV tokens, concurrency, footprint with the default

@@ -1,4 +1,4 @@
-"""_seat_spec: the fv-ml1 inventory in normal form (GPU references as UUIDs, sizes in bytes,
+"""seat_spec: the fv-ml1 inventory in normal form (GPU references as UUIDs, sizes in bytes,
 the KV rule and its exceptions), and bad input reported all at once, each problem naming the
 host, the seat and the field."""
 

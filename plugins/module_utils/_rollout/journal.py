@@ -1,0 +1,50 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+"""What a run journals so a rollback can undo it: the seats' seat_files results, merged file by
+file with the journal of a run it took over, and what they say (which seats changed, which
+backups hold the files from before the window)."""
+
+from __future__ import annotations
+
+
+class JournalError(ValueError):
+    """Input that is not a {seat: seat_files 'files' result} map."""
+
+
+def _files_by_seat(value, what):
+    if not isinstance(value, dict):
+        raise JournalError("%s: expected {seat: seat_files 'files' result}, got %s"
+                           % (what, type(value).__name__))
+    return value
+
+
+def changed_seat_files(files_by_seat):
+    """Seat names whose seat_files result shows a written file."""
+    return sorted(seat for seat, files in _files_by_seat(files_by_seat, "changed_seat_files").items()
+                  if any(entry.get("changed") for entry in (files or {}).values()))
+
+
+def journal_files(this_run, adopted):
+    """This run's seat_files results merged with an adopted journal's, file by file: a file the
+    dead run already changed keeps that run's entry (its backup holds the original), any other
+    keeps this run's."""
+    _files_by_seat(this_run, "journal_files: this_run")
+    _files_by_seat(adopted, "journal_files: adopted")
+    merged = {}
+    for seat in sorted(set(this_run) | set(adopted)):
+        mine, theirs = this_run.get(seat) or {}, adopted.get(seat) or {}
+        merged[seat] = {}
+        for file_name in sorted(set(mine) | set(theirs)):
+            entry = theirs.get(file_name) or {}
+            merged[seat][file_name] = entry if entry.get("changed") else mine.get(file_name, entry)
+    return merged
+
+
+def seat_file_backups(files_by_seat):
+    """Every backup path in the map, sorted."""
+    return sorted(entry["backup"] for files in _files_by_seat(files_by_seat, "seat_file_backups").values()
+                  for entry in (files or {}).values() if entry.get("backup"))
