@@ -294,6 +294,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     kv_budget,
 )
 
+
 def main():
     module = AnsibleModule(
         argument_spec={

@@ -25,14 +25,14 @@ def test_a_dead_runs_changes_win_file_by_file():
     assert merged["a"]["compose.yaml"]["backup"] == "/c/a/compose.yaml.bak-x", "this run changed it"
     assert merged["b"][".env"] is CREATED and merged["c"] == this_run["c"]
     assert FILTERS["changed_seat_files"](merged) == ["a", "b", "c"]
-    assert FILTERS["seat_file_backups"](merged) == ["/c/a/.env.bak-20261005-rebal", "/c/a/compose.yaml.bak-x",
-                                         "/c/c/.env.bak-20261005-rebal"]
+    assert FILTERS["seat_file_backups"](merged) == [
+        "/c/a/.env.bak-20261005-rebal", "/c/a/compose.yaml.bak-x", "/c/c/.env.bak-20261005-rebal"]
 
 
 def test_smoke_results_become_gates():
     gates = FILTERS["smoke_gates"]([{"model": "char-rp", "check": "reasoning", "ok": False,
-                          "detail": "reasoning landed in content", "latency_s": 1.5,
-                          "reasoning_key": None}])
+                                     "detail": "reasoning landed in content", "latency_s": 1.5,
+                                     "reasoning_key": None}])
     assert gates == [{"seat": "route char-rp", "gate": "gateway_reasoning", "ok": False,
                       "measured": {"latency_s": 1.5, "reasoning_key": None}, "expected": "ok",
                       "detail": "reasoning landed in content"}]
