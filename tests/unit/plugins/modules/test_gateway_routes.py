@@ -9,21 +9,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import gateway_routes
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "gateway" / "litellm_config_fv.yaml"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gateway"
+FIXTURE = FIXTURES / "litellm_config_fv.yaml"
 OLD, NEW = "10.250.50.54", "10.251.50.54"
-SEATS = [
-    {"name": "gen-small", "host": NEW, "port": 8011, "served_model_names": ["gen-small"],
-     "previous_host": OLD},
-    {"name": "char-rp", "host": NEW, "port": 8016,
-     "served_model_names": ["char-rp", "char-rp-thinking"], "previous_host": OLD},
-    {"name": "coder", "host": NEW, "port": 8013, "served_model_names": ["coder"]},
-    {"name": "scalar-judge", "host": NEW, "port": 8030, "previous_host": OLD},
-    {"name": "summarizer", "host": "10.251.50.99", "port": 8040},
-]
+# The fixture's seats, with coder never moved and a summarizer on another host.
+SEATS = [{key: value for key, value in seat.items() if seat["name"] != "coder" or key != "previous_host"}
+         for seat in yaml.safe_load((FIXTURES / "litellm_config_fv_seats.yaml").read_text())]
+SEATS.append({"name": "summarizer", "host": "10.251.50.99", "port": 8040})
 
 
 @pytest.fixture

@@ -12,26 +12,18 @@ import yaml
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import litellm_config as lc
 
-CONFIG = (Path(__file__).resolve().parents[3] / "fixtures" / "gateway"
-          / "litellm_config_fv.yaml").read_text()
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gateway"
+CONFIG = (FIXTURES / "litellm_config_fv.yaml").read_text()
+SEATS = yaml.safe_load((FIXTURES / "litellm_config_fv_seats.yaml").read_text())
 OLD, NEW = "10.250.50.54", "10.251.50.54"
-SEATS = [
-    {"name": "gen-small", "host": NEW, "port": 8011, "served_model_names": ["gen-small"],
-     "previous_host": OLD},
-    {"name": "char-rp", "host": NEW, "port": 8016,
-     "served_model_names": ["char-rp", "char-rp-thinking"], "previous_host": OLD},
-    {"name": "coder", "host": NEW, "port": 8013, "served_model_names": ["coder"],
-     "previous_host": OLD},
-    {"name": "scalar-judge", "host": NEW, "port": 8030, "previous_host": OLD},
-]
 
 
-def compose(text):
+def yaml_nodes(text):
     return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
 def audit(text=CONFIG, seats=None, **kwargs):
-    return lc.audit(text, seats or SEATS, compose, **kwargs)
+    return lc.audit(text, seats or SEATS, yaml_nodes, **kwargs)
 
 
 def by_where(findings):
@@ -39,7 +31,7 @@ def by_where(findings):
 
 
 def test_every_target_is_found_with_its_line():
-    targets = lc.find_targets(CONFIG, compose)
+    targets = lc.find_targets(CONFIG, yaml_nodes)
     assert [(t["kind"], t["where"], t["route"], t["line"]) for t in targets] == [
         ("api_base", "model_list[0]", "gen-small", 7),
         ("api_base", "model_list[1]", "char-rp", 11),
@@ -79,7 +71,7 @@ def test_without_external_hosts_a_cloud_base_is_unknown():
 
 def test_rewrite_changes_only_host_and_keeps_everything_else():
     findings, spans = audit()
-    new_text, rewrites = lc.rewrite(CONFIG, findings, spans, compose)
+    new_text, rewrites = lc.rewrite(CONFIG, findings, spans, yaml_nodes)
     assert [(r["where"], r["old"], r["new"]) for r in rewrites] == [
         ("model_list[0]", "http://%s:8011/v1" % OLD, "http://%s:8011/v1" % NEW),
         ("model_list[1]", "http://%s:8016/v1" % OLD, "http://%s:8016/v1" % NEW),
@@ -101,7 +93,7 @@ def test_rewrite_changes_only_host_and_keeps_everything_else():
     # The comment naming the old network is history, not a target: it stays.
     assert "10.250/16 -> 10.251/16" in new_text
     again, again_spans = audit(new_text)
-    assert lc.rewrite(new_text, again, again_spans, compose) == (new_text, [])
+    assert lc.rewrite(new_text, again, again_spans, yaml_nodes) == (new_text, [])
     assert [(f["route"], f["status"]) for f in again if f["status"] in lc.PROBLEMS] == [
         ("summarizer", "unknown"), ("cloud-mini", "unknown")]
 
@@ -112,8 +104,8 @@ def test_port_move_and_default_ports():
     text = ("model_list:\n"
             "  - model_name: asr\n    litellm_params: {model: openai/asr, api_base: http://FV-ML1:8090}\n"
             "  - model_name: web\n    litellm_params: {model: openai/web, api_base: http://seat-a/v1}\n")
-    findings, spans = lc.audit(text, seats, compose)
-    new_text, rewrites = lc.rewrite(text, findings, spans, compose)
+    findings, spans = lc.audit(text, seats, yaml_nodes)
+    new_text, rewrites = lc.rewrite(text, findings, spans, yaml_nodes)
     assert [r["new"] for r in rewrites] == ["http://fv-ml1:8091", "http://seat-b/v1"]
     assert "api_base: http://fv-ml1:8091}" in new_text
 
@@ -130,14 +122,14 @@ def test_wrong_seat_names_who_serves_the_model():
 def test_a_seat_listing_no_names_is_matched_by_address_alone():
     seats = [{"name": "judge", "host": "h", "port": 1}]
     text = "model_list:\n  - litellm_params: {model: openai/anything, api_base: http://h:1}\n"
-    assert lc.audit(text, seats, compose)[0][0]["status"] == "ok"
+    assert lc.audit(text, seats, yaml_nodes)[0][0]["status"] == "ok"
 
 
 def test_two_seats_that_left_the_same_address_are_not_guessed():
     seats = [{"name": "a", "host": "h2", "port": 1, "previous_host": "h1"},
              {"name": "b", "host": "h3", "port": 1, "previous_host": "h1"}]
     text = "general_settings:\n  pass_through_endpoints:\n    - {path: /x, target: http://h1:1/x}\n"
-    finding = lc.audit(text, seats, compose)[0][0]
+    finding = lc.audit(text, seats, yaml_nodes)[0][0]
     assert finding["status"] == "unknown" and finding["new_target"] is None
     assert "seats a, b all moved away from h1:1" in finding["detail"]
 
@@ -154,9 +146,9 @@ def test_problems_message_names_line_route_and_fix():
 
 
 def test_empty_and_cloud_only_configs_have_no_targets():
-    assert lc.find_targets("", compose) == []
+    assert lc.find_targets("", yaml_nodes) == []
     assert lc.find_targets("model_list:\n  - model_name: x\n    litellm_params: {model: gpt-4o}\n"
-                           "general_settings: {}\n", compose) == []
+                           "general_settings: {}\n", yaml_nodes) == []
 
 
 @pytest.mark.parametrize("text, message", [
@@ -169,7 +161,7 @@ def test_empty_and_cloud_only_configs_have_no_targets():
 ])
 def test_unreadable_configs_name_the_file(text, message):
     with pytest.raises(lc.RouteAuditError) as error:
-        lc.find_targets(text, compose, "cfg.yaml")
+        lc.find_targets(text, yaml_nodes, "cfg.yaml")
     assert str(error.value).startswith(message)
 
 
