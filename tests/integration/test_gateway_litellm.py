@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO_ROOT, run_ansible
 from support import litellm as support_litellm
 from support.litellm import LiteLLMProxy, free_port, stop, wait_until
-from support.replay import ReplayServer
+from replay.server import ReplayServer
 
 pytestmark = [pytest.mark.litellm, pytest.mark.slow]
 

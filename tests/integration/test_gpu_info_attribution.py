@@ -16,7 +16,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker impo
 from conftest import run_ansible
 from support.adhoc import run_module
 from support.dockerd import private_dockerd, tiny_image
-from support.fakegpu import build_fake_nvml, fake_gpu_env, gpu, proc, state, write_state
+from fakegpu.simulated import build_fake_nvml, fake_gpu_env, gpu, proc, state, write_state
 from support.need import need, need_root_and
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from support.adhoc import run_module
-from support.fakegpu import (
+from fakegpu.simulated import (
     RTX_PRO_6000_MAXQ,
     RTX_PRO_6000_MIB,
     build_fake_nvml,

@@ -8,7 +8,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import gateway_smoke
-from support.replay import ReplayServer
+from replay.server import ReplayServer
 
 KEY = "sk-module-test-secret-5d2b8e41"
 

@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import build_snapshot, dump_snapshot
 from ansible_collections.llmfleet.seats.plugins.modules import gpu_info
-from support.fakegpu import fake_nvml_in_this_process, gpu, proc, state, write_state
+from fakegpu.simulated import fake_nvml_in_this_process, gpu, proc, state, write_state
 
 
 @pytest.fixture(scope="module", autouse=True)

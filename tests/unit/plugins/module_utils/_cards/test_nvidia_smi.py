@@ -21,7 +21,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvidia_smi i
     query_gpu_args,
     read_nvidia_smi,
 )
-from support.fakegpu import FAKE_NVIDIA_SMI, gpu, proc, replaying_nvidia_smi, state, write_state
+from fakegpu.simulated import FAKE_NVIDIA_SMI, gpu, proc, replaying_nvidia_smi, state, write_state
 
 
 def read(fixture_name):

@@ -14,7 +14,7 @@ import pynvml
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import NvmlError, read_nvml
-from support.fakegpu import (
+from fakegpu.simulated import (
     RTX_PRO_6000_MAXQ,
     RTX_PRO_6000_MIB,
     fake_nvml_in_this_process,

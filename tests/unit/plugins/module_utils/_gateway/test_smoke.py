@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import http
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway import smoke as gw
-from support.replay import ReplayServer
+from replay.server import ReplayServer
 
 KEY = "sk-llmfleet-unit-secret-7f3a9c1e"
 

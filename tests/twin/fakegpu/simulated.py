@@ -20,7 +20,7 @@ import tempfile
 import uuid as uuidlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAKES = REPO / "tests" / "twin" / "fakes"
 FAKE_BIN = FAKES / "bin"
 FAKE_NVIDIA_SMI = FAKE_BIN / "nvidia-smi"
