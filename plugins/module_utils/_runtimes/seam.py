@@ -12,9 +12,10 @@
 - ``render(seat, host)`` -> ``{file name: text}`` for a plan seat, deterministic (RenderError);
 - ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
   (``{file name: path}``), or None;
-- ``start(project_dir, docker, wait_timeout)``, ``stop(project_dir, docker)``,
-  ``remove(project_dir, docker)``: each ``(changed, problem or None)``; ``wait_timeout`` (or
-  None) waits until the seat is healthy;
+- ``start(project_dir, docker, wait_timeout, check_mode)``, ``stop(project_dir, docker,
+  check_mode)``, ``remove(project_dir, docker, check_mode)``: each ``(changed, problem or
+  None)``; ``wait_timeout`` (or None) waits until the seat is healthy; in check mode nothing
+  is done and ``changed`` says whether it would be;
 - ``states(docker)``: ``{seat: "running (healthy)" | "running (health: starting)" |
   "exited: ..." }`` for every seat it runs on the host.
 """
