@@ -86,7 +86,7 @@ def test_bad_seat_fails_naming_the_field(tmp_path):
     path.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
     proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(path)])
     assert proc.returncode != 0
-    assert "seat gen-small: port: expected a positive integer, got 'eighty'" in proc.stdout
+    assert "seat gen-small: port: expected a TCP port (1-65535), got 'eighty'" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "x").exists()
 

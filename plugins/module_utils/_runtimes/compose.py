@@ -60,15 +60,6 @@ def _fail(seat, field, expected, got):
     raise RenderError("seat %s: %s: expected %s, got %r" % (seat.get("name", "?"), field, expected, got))
 
 
-def _require(seat, field, kind):
-    value = seat.get(field)
-    if kind == "str" and (not isinstance(value, str) or not value):
-        _fail(seat, field, "a non-empty string", value)
-    if kind == "int" and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-        _fail(seat, field, "a positive integer", value)
-    return value
-
-
 def _validated(seat):
     """A plan seat (seat_plan's ``plan.seats[]``) that renders safely."""
     if not isinstance(seat, dict):
@@ -78,8 +69,8 @@ def _validated(seat):
         _fail(seat, "name", SEAT_NAME_EXPECTED + " (a compose project name)", name)
     if seat.get("engine") not in ENGINES:
         _fail(seat, "engine", " or ".join(repr(engine) for engine in ENGINES), seat.get("engine"))
-    port = _require(seat, "port", "int")
-    if port > 65535:
+    port = seat.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535:
         _fail(seat, "port", "a TCP port (1-65535)", port)
     gpus = seat.get("gpus")
     if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) and g for g in gpus):
