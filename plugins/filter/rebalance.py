@@ -32,5 +32,5 @@ class FilterModule:
             "journal_files": operator_errors(journal.journal_files, journal.JournalError),
             "seat_file_backups": operator_errors(journal.seat_file_backups, journal.JournalError),
             "smoke_gates": operator_errors(smoke_gates, GateInputError),
-            "cards_summary": cards_summary,
+            "cards_summary": operator_errors(cards_summary),
         }

@@ -216,8 +216,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.litellm_config import (
-    RouteAuditError,
     check_routes,
 )
 
@@ -263,13 +263,11 @@ def main():
             "PyYAML", reason="to read the LiteLLM config (or run the task with"
             " delegate_to: localhost on a copy of the config)"), exception=YAML_IMPORT_ERROR)
     params = module.params
-    try:
+    with operator_errors(module):
         result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
                                        params["external_hosts"], params["strict"], params["backup_tag"],
                                        params["backup_date"] or time.strftime("%Y%m%d"),
                                        module.check_mode, module.atomic_move)
-    except RouteAuditError as exc:
-        module.fail_json(msg=str(exc))
     if failure:
         module.fail_json(msg=failure, **result)
     if not module._diff:

@@ -212,12 +212,12 @@ failed_checks:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.smoke import (
     CHECKS,
     DEFAULT_CHECKS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REASONING_MAX_TOKENS,
-    GatewaySmokeError,
     contract_table,
     failures_message,
     run_smoke,
@@ -249,13 +249,11 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
+    with operator_errors(module):
         results = run_smoke(params["url"], params["routes"], api_key=params["api_key"],
                             timeout=params["timeout"], validate_certs=params["validate_certs"],
                             max_tokens=params["max_tokens"],
                             reasoning_max_tokens=params["reasoning_max_tokens"])
-    except GatewaySmokeError as exc:
-        module.fail_json(msg=str(exc))
     failed = failures_message(results)
     outcome = {"changed": False, "results": results, "table": contract_table(results),
                "failed_checks": sum(1 for result in results if not result["ok"])}

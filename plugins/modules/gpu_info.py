@@ -265,6 +265,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import 
     MissingLibrary,
     read_cards,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 
 
 def main():
@@ -281,15 +282,16 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        result = read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
-                            params["snapshot_host"], params["attribute_processes"],
-                            params["docker_host"], module.check_mode)
-    except MissingLibrary as exc:
-        module.fail_json(msg=missing_required_lib(str(exc), reason="to read the GPUs with source=nvml"),
-                         exception=PYNVML_IMPORT_ERROR)
-    except CardsError as exc:
-        module.fail_json(msg=str(exc))
+    with operator_errors(module):
+        try:
+            result = read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
+                                params["snapshot_host"], params["attribute_processes"],
+                                params["docker_host"], module.check_mode)
+        except MissingLibrary as exc:
+            module.fail_json(msg=missing_required_lib(str(exc), reason="to read the GPUs with source=nvml"),
+                             exception=PYNVML_IMPORT_ERROR)
+        except CardsError as exc:
+            module.fail_json(msg=str(exc))
     for warning in result.pop("warnings"):
         module.warn(warning)
     module.exit_json(**result)

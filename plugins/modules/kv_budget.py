@@ -287,6 +287,7 @@ min_kv_cache_memory_bytes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import GPU_PROFILE, KV_FACTOR, KV_ROUND_TO
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     GPU_PROFILES,
     KV_CACHE_DTYPES,
@@ -329,10 +330,8 @@ def main():
     params = dict(module.params)
     config = params.pop("model_config")
     path = params.pop("model_config_path")
-    try:
+    with operator_errors(module):
         result = kv_budget(config if config is not None else path, **params)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)
 
 

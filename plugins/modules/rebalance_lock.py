@@ -103,6 +103,7 @@ journal:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import lock
 
 
@@ -119,19 +120,20 @@ def main():
         supports_check_mode=True,
     )
     params, check = module.params, module.check_mode
-    try:
-        if params["state"] == "released":
-            module.exit_json(changed=lock.release(params["path"], params["run_id"], check))
-        if params["state"] == "journaled":
-            changed, journal = lock.journal(params["path"], params["run_id"], params["journal"], check)
-            module.exit_json(changed=changed, journal=journal)
-        module.exit_json(**lock.acquire(params["path"], params["run_id"], params["controller"],
-                                        params["force"], check))
-    except lock.LockError as exc:
-        failure = {"msg": str(exc), "held_by": exc.held_by}
-        if params["state"] == "acquired":
-            failure["acquired"] = False
-        module.fail_json(**failure)
+    with operator_errors(module):
+        try:
+            if params["state"] == "released":
+                module.exit_json(changed=lock.release(params["path"], params["run_id"], check))
+            if params["state"] == "journaled":
+                changed, journal = lock.journal(params["path"], params["run_id"], params["journal"], check)
+                module.exit_json(changed=changed, journal=journal)
+            module.exit_json(**lock.acquire(params["path"], params["run_id"], params["controller"],
+                                            params["force"], check))
+        except lock.LockError as exc:
+            failure = {"msg": str(exc), "held_by": exc.held_by}
+            if params["state"] == "acquired":
+                failure["acquired"] = False
+            module.fail_json(**failure)
 
 
 if __name__ == "__main__":

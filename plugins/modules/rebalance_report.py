@@ -77,7 +77,8 @@ paths:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, write_report
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import write_report
 
 
 def main():
@@ -92,11 +93,9 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
+    with operator_errors(module):
         changed, paths = write_report(params["report_dir"], params["run_id"], params["host"],
                                       params["section"], params["check_mode"], module.check_mode)
-    except ReportError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=changed, paths=paths)
 
 

@@ -77,6 +77,14 @@ options:
     description: Mode of a newly created C(compose.yaml) (an existing file keeps its own).
     type: raw
     default: "0644"
+  secrets:
+    description:
+      - The values of the seat's secret variables (C(launch.secret_environment) names them),
+        written only to the C(.env) (mode 0600) and never shown; a diff says
+        C(<secret>) for each, and notes when one changed.
+      - The rebalance role passes them from the inventory with the
+        P(llmfleet.seats.seat_secrets#filter) filter.
+    type: dict
   restore:
     description:
       - With O(state=restored), the RV(files) a previous O(state=present) run returned; each
@@ -154,12 +162,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import BackupError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import SeatFilesError, file_mode, present, restored
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import file_mode, present, restored
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import COMPOSE_FILE, ENV_FILE
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
 
 def main():
@@ -175,23 +182,23 @@ def main():
             "env_mode": {"type": "raw", "default": "0600"},
             "compose_mode": {"type": "raw", "default": "0644"},
             "restore": {"type": "dict"},
+            "secrets": {"type": "dict", "no_log": True},
         },
         required_if=[("state", "present", ["seat"]), ("state", "restored", ["restore"])],
         supports_check_mode=True,
     )
     params = module.params
-    try:
+    with operator_errors(module):
         if params["state"] == "present":
             modes = {ENV_FILE: file_mode(params["env_mode"], "env_mode"),
                      COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
             result = present(runtime_of(params["seat"]), params["project_dir"], params["seat"],
                              params["host"], params["backup_tag"],
                              params["backup_date"] or time.strftime("%Y%m%d"), modes,
-                             params["validate"], Docker(), module.check_mode, module.atomic_move)
+                             params["validate"], Docker(), module.check_mode, module.atomic_move,
+                             params["secrets"])
         else:
-            result = restored(params["project_dir"], params["restore"], module.check_mode)
-    except (BackupError, RenderError, SeatFilesError) as exc:
-        module.fail_json(msg=str(exc))
+            result = restored(runtime_of(None), params["project_dir"], params["restore"], module.check_mode)
     if not module._diff:
         del result["diff"]
     module.exit_json(**result)

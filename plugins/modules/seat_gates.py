@@ -145,9 +145,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     TOLERANCE_MIB,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
     PHASES,
-    GateInputError,
     SeatHost,
     run_gates,
 )
@@ -176,14 +176,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    host = SeatHost(Docker(params["docker_host"]), params["address"], params["api_key"],
-                    params["health_timeout"], params["health_interval"], params["runtime_probe"],
-                    params["runtime_probe_fraction"])
-    try:
+    with operator_errors(module):
+        host = SeatHost(Docker(params["docker_host"]), params["address"], params["api_key"],
+                        params["health_timeout"], params["health_interval"], params["runtime_probe"],
+                        params["runtime_probe_fraction"])
         gates, failure = run_gates(params["phase"], params["seats"], params["cards"], params["plan_gpus"],
                                    params["gpus"], params["margin_mib"], params["tolerance_mib"], host)
-    except GateInputError as exc:
-        module.fail_json(msg=str(exc))
     if failure:
         module.fail_json(msg=failure, gates=gates)
     module.exit_json(changed=False, gates=gates)

@@ -194,6 +194,7 @@ short_seats:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
     DEFAULT_NODE_LIMIT,
     PlacementError,
@@ -225,14 +226,15 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        result = place(params["gpus"], params["seats"], params["min_spare_mib"],
-                       params["search_node_limit"])
-    except PlacementInfeasible as exc:
-        module.fail_json(msg=str(exc), shortfall_mib=exc.shortfall_mib, short_gpus=exc.gpus,
-                         short_seats=exc.seats)
-    except PlacementError as exc:
-        module.fail_json(msg=str(exc))
+    with operator_errors(module):
+        try:
+            result = place(params["gpus"], params["seats"], params["min_spare_mib"],
+                           params["search_node_limit"])
+        except PlacementInfeasible as exc:
+            module.fail_json(msg=str(exc), shortfall_mib=exc.shortfall_mib, short_gpus=exc.gpus,
+                             short_seats=exc.seats)
+        except PlacementError as exc:
+            module.fail_json(msg=str(exc))
     result["per_gpu"] = per_gpu(params["gpus"], params["seats"], result)
     module.exit_json(changed=False, **result)
 

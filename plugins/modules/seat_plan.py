@@ -98,8 +98,8 @@ svg:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, PlanError, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import DEFAULT_OVERHEAD_MIB
 
@@ -119,10 +119,8 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
-    try:
+    with operator_errors(module):
         plan = build_plan(**params)
-    except (PlanError, SeatSpecError) as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, plan=plan, markdown=plan_markdown(plan), svg=plan_svg(plan))
 
 

@@ -80,6 +80,7 @@ changed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker, DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, run_seat
 
 
@@ -95,12 +96,13 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        changed, problem = run_seat(params["runtime"], params["state"], params["project_dir"],
-                                    Docker(params["docker_host"]), params["wait_timeout"],
-                                    module.check_mode)
-    except DockerError as exc:
-        changed, problem = False, str(exc)
+    with operator_errors(module):
+        try:
+            changed, problem = run_seat(params["runtime"], params["state"], params["project_dir"],
+                                        Docker(params["docker_host"]), params["wait_timeout"],
+                                        module.check_mode)
+        except DockerError as exc:
+            changed, problem = False, str(exc)
     if problem:
         module.fail_json(msg="%s: %s" % (params["project_dir"], problem), changed=changed)
     module.exit_json(changed=changed)

@@ -51,16 +51,15 @@ running:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker, DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import running, seat_states
 
 
 def main():
     module = AnsibleModule(argument_spec={"docker_host": {"type": "str"}}, supports_check_mode=True)
-    try:
+    with operator_errors(module):
         seats = seat_states(Docker(module.params["docker_host"]))
-    except DockerError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, seats=seats, running=running(seats))
 
 

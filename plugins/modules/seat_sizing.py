@@ -58,8 +58,8 @@ markdown:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, size_seats
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import sizing_markdown
 
 
@@ -71,10 +71,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
+    with operator_errors(module):
         sizing = size_seats(**params)
-    except SeatSpecError as exc:
-        module.fail_json(msg=str(exc))
     markdown = sizing_markdown(params["host"], sizing)
     if sizing["problems"]:
         module.fail_json(msg="host %s: these seats cannot be sized or would not boot:\n- %s"

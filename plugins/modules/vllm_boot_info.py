@@ -301,7 +301,8 @@ init_engine_seconds:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, boot_info
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import boot_info
 
 
 def main():
@@ -321,12 +322,10 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
+    with operator_errors(module):
         info = boot_info(params["log"], params["container"],
                          Docker(params["docker_host"], params["docker_cli"]), params["since"],
                          params["timeout"], params["expected_kv_cache_memory_bytes"])
-    except VllmLogError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **info)
 
 

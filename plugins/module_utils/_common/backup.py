@@ -18,7 +18,7 @@ import re
 import shutil
 
 _TAG_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_DATE_RE = re.compile(r"\A\d{8}\Z")
+_DATE_RE = re.compile(r"\A[0-9]{8}\Z")
 
 
 class BackupError(ValueError):
@@ -32,6 +32,12 @@ def check_backup_name_parts(date, tag):
         raise BackupError("backup_tag: expected letters, digits, '.', '_' or '-', got %r" % (tag,))
 
 
+def is_backup_of(backup_name, name):
+    """Whether ``backup_name`` is a backup name this module makes for the file ``name``."""
+    return re.match(r"\A%s\.bak-[0-9]{8}-%s(-[0-9]+)?\Z" % (re.escape(name), _TAG_RE.pattern[2:-2]),
+                    backup_name) is not None
+
+
 def read_bytes(path):
     """The file's bytes, or None when it does not exist."""
     try:
@@ -39,6 +45,12 @@ def read_bytes(path):
             return handle.read()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise BackupError("%s: expected a file, found a directory" % path) from None
+    except NotADirectoryError:
+        raise BackupError("%s: expected a directory above it, found a file" % os.path.dirname(path)) from None
+    except PermissionError:
+        raise BackupError("%s: cannot be read (permission denied; run with become?)" % path) from None
 
 
 def backup_path_for(path, date, tag):

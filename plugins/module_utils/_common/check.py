@@ -5,12 +5,19 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 """Checking what an operator wrote: every problem is collected, not just the first, and each
-names the host, where in the inventory (a seat, a GPU, a variable), the field, what was
-expected and what was found."""
+names the host, where in the inventory (a seat and its variable, a GPU, a variable), the field,
+what was expected and what was found. Every text is matched whole against its grammar, so
+nothing an inventory says can reach a file, a path or a command line as something else."""
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
+import math
+import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, REDACTED
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, human_bytes, to_bytes
+
+_BARE_NUMBER_RE = re.compile(r"\A\s*\d+\s*\Z")
 
 
 class Checker:
@@ -19,33 +26,70 @@ class Checker:
         self.errors = []
 
     def fail(self, where, field, expected, got):
-        self.errors.append("host %s: %s: %s: expected %s, got %r" % (self.host, where, field, expected, got))
+        self.errors.append("host %s: %s.%s: expected %s, got %s" % (self.host, where, field, expected, _shown(got)))
 
     def problem(self, where, text):
         self.errors.append("host %s: %s: %s" % (self.host, where, text))
 
-    def positive_int(self, where, field, value, maximum=None):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
+    def integer(self, where, field, value, minimum, maximum=None):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
                 maximum is not None and value > maximum):
-            self.fail(where, field, "an integer from 1%s" % (" to %d" % maximum if maximum else " up"), value)
+            self.fail(where, field, "an integer from %d%s" % (minimum, " to %d" % maximum if maximum else " up"), value)
             return None
         return value
 
-    def text(self, where, field, value):
-        if not isinstance(value, str) or not value.strip():
-            self.fail(where, field, "a non-empty string", value)
+    def positive_int(self, where, field, value, maximum=None):
+        return self.integer(where, field, value, 1, maximum)
+
+    def number(self, where, field, value, minimum=0, exclusive=True):
+        """A finite number above (or from) ``minimum``; .inf and .nan are refused."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+                value <= minimum if exclusive else value < minimum):
+            self.fail(where, field, "a finite number %s %s" % (">" if exclusive else ">=", minimum), value)
             return None
         return value
 
-    def size(self, where, field, value):
+    def text(self, where, field, value, pattern=None, expected="a non-empty string"):
+        """A string without control characters, matching ``pattern`` whole when one is given."""
+        if not isinstance(value, str) or not value.strip() or CONTROL_RE.search(value) or (
+                pattern is not None and not pattern.match(value)):
+            self.fail(where, field, expected + (", on one line" if pattern is None else ""), value)
+            return None
+        return value
+
+    def size(self, where, field, value, smallest=None):
+        """Bytes from a size as written (``22GiB``, ``8G``, a byte count). With ``smallest``, a
+        smaller size is refused: a bare ``3840`` meant as MiB is 3,840 bytes."""
         try:
-            return to_bytes(value, field)
+            size = to_bytes(value, "%s.%s" % (where, field))
         except SizeError as exc:
-            self.problem(where, exc)
+            self.errors.append("host %s: %s" % (self.host, exc))
             return None
+        if smallest is not None and size < smallest:
+            hint = "; did you mean %sMiB?" % str(value).strip() if _is_bare(value) else ""
+            self.fail(where, field, "at least %s (sizes take a unit, e.g. 22GiB or 3840MiB)%s"
+                      % (human_bytes(smallest), hint), value)
+            return None
+        return size
 
-    def string_list(self, where, field, value):
-        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-            self.fail(where, field, "a list of non-empty strings", value)
+    def string_list(self, where, field, value, pattern=None, expected="non-empty strings"):
+        if not isinstance(value, list) or not all(
+                isinstance(item, str) and item and not CONTROL_RE.search(item) and (
+                    pattern is None or pattern.match(item)) for item in value):
+            self.fail(where, field, "a list of %s without control characters" % expected, value)
             return None
         return list(value)
+
+
+def _is_bare(value):
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _BARE_NUMBER_RE.match(value) is not None)
+
+
+def _shown(got):
+    """What an error shows of a value: its repr, cut short; a secret never."""
+    if got is REDACTED:
+        return REDACTED
+    text = repr(got)
+    return text if len(text) <= 120 else text[:117] + "..."
+

@@ -30,5 +30,18 @@ HEALTH_INTERVAL_S = 10
 # A seat's name names its compose project, directory and container: the whole string matches.
 SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
 SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a letter or digit"
+# What becomes a file line, a path, a label or an argument: no control character anywhere
+# (a final "\n" in a name made a directory "voices\n").
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+# Environment variables whose names look like these hold secrets even when the inventory did
+# not put them in secret_environment: their values go only to the 0600 .env and are shown
+# nowhere else.
+SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+# The .env variable that carries a secret NAME into the container's environment.
+SECRET_VAR_PREFIX = "SEAT_SECRET_"
+# What stands for a secret's value everywhere but the .env.
+REDACTED = "<secret>"
+
 # The label on every container the collection runs: its value is the seat's name.
 MANAGED_LABEL = "io.llmfleet.seat"

@@ -14,12 +14,16 @@ controller.
 from __future__ import annotations
 
 import decimal
+import math
 import re
 
 KIB = 1024
 MIB = 1024 ** 2
 GIB = 1024 ** 3
 TIB = 1024 ** 4
+PIB = 1024 ** 5
+# No size an operator means is above this: 1e30 is a typo.
+LARGEST = PIB
 
 # vLLM's `human_readable_int` (utils/argparse_utils.py): one letter, lowercase is decimal,
 # uppercase is binary and takes no decimals ("8.5G" is an error there, so it is here too).
@@ -33,7 +37,7 @@ _UNIT = {
     "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
     "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
 }
-_SIZE_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
+_SIZE_RE = re.compile(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*\Z")
 
 
 class SizeError(ValueError):
@@ -53,11 +57,11 @@ def to_bytes(value, what="size"):
     if isinstance(value, int):
         if value < 0:
             raise SizeError("%s: expected a non-negative byte count, got %d" % (what, value))
-        return value
+        return _plausible(value, what, value)
     if isinstance(value, float):
-        if value < 0 or value != int(value):
+        if not math.isfinite(value) or value < 0 or value != int(value):
             raise SizeError("%s: expected a whole, non-negative byte count, got %r" % (what, value))
-        return int(value)
+        return _plausible(int(value), what, value)
     if not isinstance(value, str):
         raise SizeError("%s: expected a byte count or a size like 22GiB, got %s"
                         % (what, type(value).__name__))
@@ -81,7 +85,13 @@ def to_bytes(value, what="size"):
     else:
         raise SizeError("%s: unknown unit %r in %r; expected B, KiB, MiB, GiB, TiB, KB, MB, GB, "
                         "TB or vLLM's K/M/G/T (binary) and k/m/g/t (decimal)" % (what, unit, value))
-    return int(decimal.Decimal(number) * factor)
+    return _plausible(int(decimal.Decimal(number) * factor), what, value)
+
+
+def _plausible(num_bytes, what, value):
+    if num_bytes > LARGEST:
+        raise SizeError("%s: %r is more than %s; no GPU memory is that large" % (what, value, human_bytes(LARGEST)))
+    return num_bytes
 
 
 def human_bytes(num_bytes, unit=None, precision=2):

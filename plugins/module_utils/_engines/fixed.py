@@ -11,11 +11,13 @@ port; after boot it only has to be running and healthy."""
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import fixed_footprint
 
 NAME = "fixed"
 FIELDS = frozenset({"memory_cap_bytes", "memory_boot_bytes", "container_port"})
 LAUNCH_FIELDS = ("container_port",)
+SIZE_FIELDS = ("memory_cap_bytes", "memory_boot_bytes")
 HOST_IPC = False
 
 
@@ -32,9 +34,9 @@ def normalize(check, where, raw, seat, defaults):
     if cap is None:
         check.fail(where, "memory_cap_bytes", "the tenant's fixed memory cap, e.g. 3840MiB", cap)
     else:
-        seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap)
-    seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"]) \
-        if "memory_boot_bytes" in raw else None
+        seat["memory_cap_bytes"] = check.size(where, "memory_cap_bytes", cap, MIB)
+    seat["memory_boot_bytes"] = check.size(where, "memory_boot_bytes", raw["memory_boot_bytes"], MIB) \
+        if raw.get("memory_boot_bytes") is not None else None
     # The port the tenant's image listens on inside the container (vLLM's is --port).
     seat["container_port"] = check.positive_int(
         where, "container_port", raw.get("container_port", seat["port"]), 65535)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
@@ -58,6 +59,21 @@ LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cach
                  "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
                  "max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size",
                  "extra_args")
+# The fields that are memory sizes (read as written, shown in the plan in GiB too).
+SIZE_FIELDS = ("kv_cache_memory_bytes", "weights_bytes", "overhead_bytes")
+# The flags the plan writes (or that change what it counted: GPUs per seat, KV blocks). vLLM's
+# last flag wins, so an extra arg setting one would run something the plan never showed.
+PLAN_FLAGS = (
+    "--model", "--port", "--served-model-name", "--max-model-len", "--kv-cache-memory-bytes",
+    "--gpu-memory-utilization", "--tensor-parallel-size", "--pipeline-parallel-size",
+    "--data-parallel-size", "--kv-cache-dtype", "--block-size", "--max-num-seqs",
+    "--max-num-batched-tokens", "--enable-auto-tool-choice", "--tool-call-parser",
+    "--reasoning-parser", "--default-chat-template-kwargs", "--override-generation-config",
+    "--num-gpu-blocks-override")
+_SHORT_PLAN_FLAGS = ("-tp", "-pp", "-dp")
+_MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
+_SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
+_PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The planned numbers a plan seat carries, once.
 PLANNED_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
                   "block_size", "num_blocks", "per_token_kv_bytes")
@@ -73,10 +89,23 @@ def container_name(name):
     return "vllm-%s" % name
 
 
+def plan_flag(arg):
+    """The plan's flag that ``arg`` sets, in any spelling vLLM accepts (``--flag value``,
+    ``--flag=value``, underscores, an unambiguous abbreviation), or None."""
+    flag = arg.split("=", 1)[0]
+    if flag in _SHORT_PLAN_FLAGS:
+        return flag
+    if not flag.startswith("--") or len(flag) < 5:
+        return None
+    flag = "--" + flag[2:].replace("_", "-")
+    return next((owned for owned in PLAN_FLAGS if owned == flag or owned.startswith(flag)), None)
+
+
 def normalize(check, where, raw, seat, defaults):
     """The vLLM fields of ``raw`` checked and brought to normal form into ``seat``."""
     name = seat["name"]
-    seat["model"] = check.text(where, "model", raw.get("model"))
+    seat["model"] = check.text(where, "model", raw.get("model"), _MODEL_RE,
+                               "a Hugging Face model id or a path in the image")
     seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
     length = raw.get("max_model_len")
     if length != "published":
@@ -85,33 +114,48 @@ def normalize(check, where, raw, seat, defaults):
     if "kv_cache_memory_bytes" in raw and "kv_factor" in raw:
         check.fail(where, "kv_cache_memory_bytes", "either a pinned budget or kv_factor, not both",
                    raw["kv_cache_memory_bytes"])
-    seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"]) \
+    seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"], MIB) \
         if "kv_cache_memory_bytes" in raw else None
-    factor = raw.get("kv_factor", defaults["kv_factor"])
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-        check.fail(where, "kv_factor", "a positive number", factor)
-    seat["kv_factor"] = factor
+    seat["kv_factor"] = check.number(where, "kv_factor", raw.get("kv_factor", defaults["kv_factor"]))
     seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
                        else "exception" if "kv_factor" in raw else "rule")
     dtype = raw.get("kv_cache_dtype", "auto")
-    if dtype not in KV_CACHE_DTYPES:
+    if not isinstance(dtype, str) or dtype not in KV_CACHE_DTYPES:
         check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
     seat["kv_cache_dtype"] = dtype
     seat["tensor_parallel_size"] = seat["gpu_count"]
-    served = raw.get("served_model_names", [name])
-    seat["served_model_names"] = check.string_list(where, "served_model_names", served) or [name]
+    served = raw.get("served_model_names", [name] if name else [])
+    seat["served_model_names"] = check.string_list(where, "served_model_names", served, _SERVED_NAME_RE,
+                                                   "model names (letters, digits, ._:/@+-)") or [name]
     for field in ("tool_call_parser", "reasoning_parser"):
-        seat[field] = check.text(where, field, raw[field]) if raw.get(field) is not None else None
+        seat[field] = check.text(where, field, raw[field], _PARSER_RE, "a vLLM parser name such as hermes") \
+            if raw.get(field) is not None else None
     kwargs = raw.get("default_chat_template_kwargs")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        check.fail(where, "default_chat_template_kwargs", "a dict, e.g. {enable_thinking: false}", kwargs)
+    if kwargs is not None and (not isinstance(kwargs, dict) or not _json_safe(kwargs)):
+        check.fail(where, "default_chat_template_kwargs", "a dict of plain values, e.g. {enable_thinking: false}",
+                   kwargs)
     seat["default_chat_template_kwargs"] = kwargs
     for field in ("max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
         seat[field] = check.positive_int(where, field, raw[field]) if raw.get(field) is not None else None
-    seat["extra_args"] = check.string_list(where, "extra_args", raw["extra_args"]) \
-        if raw.get("extra_args") else []
+    if isinstance(seat["max_model_len"], int) and seat["max_new_tokens"] and seat["max_new_tokens"] > seat["max_model_len"]:
+        check.fail(where, "max_new_tokens", "at most max_model_len (%d)" % seat["max_model_len"],
+                   seat["max_new_tokens"])
+    extra = check.string_list(where, "extra_args", raw["extra_args"]) if raw.get("extra_args") is not None else []
+    for arg in extra or []:
+        if plan_flag(arg):
+            check.fail(where, "extra_args", "flags the plan does not set (%s is the plan's: set the seat's "
+                       "own field instead)" % plan_flag(arg), arg)
+    seat["extra_args"] = extra or []
     for field in ("weights_bytes", "overhead_bytes"):
-        seat[field] = check.size(where, field, raw[field]) if raw.get(field) is not None else None
+        seat[field] = check.size(where, field, raw[field], MIB) if raw.get(field) is not None else None
+
+
+def _json_safe(value):
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return all(isinstance(key, str) for key in value)
 
 
 # -- sizing ---------------------------------------------------------------------------------------

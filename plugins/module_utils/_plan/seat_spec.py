@@ -14,17 +14,35 @@ and says what was expected. GPU references (index or UUID) become UUIDs; sizes b
 
 from __future__ import annotations
 
+import json
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import KV_FACTOR, SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    CONTROL_RE,
+    KV_FACTOR,
+    REDACTED,
+    SECRET_NAME_RE,
+    SEAT_NAME_EXPECTED,
+    SEAT_NAME_RE,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
 
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
-                "container_name", "environment", "volumes", "command", "health_path",
-                "health_interval", "health_start_period"}
-_DURATION_RE = re.compile(r"\A(\d+(ms|s|m|h))+\Z")
+                "container_name", "environment", "secret_environment", "volumes", "command",
+                "health_path", "health_interval", "health_start_period"}
+# Each grammar matches the whole string: what passes can be a file line, a path, a label or an
+# argument as it is.
+_DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
+_UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
+_IMAGE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
+_CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
+_HEALTH_PATH_RE = re.compile(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
+_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
+# The seat's own variables in its .env; the inventory's environment cannot shadow them.
+_RESERVED_ENV_PREFIX = "SEAT_"
 
 
 class SeatSpecError(ValueError):
@@ -33,8 +51,7 @@ class SeatSpecError(ValueError):
 
 def _gpus(check, gpus):
     if not isinstance(gpus, list) or not gpus:
-        check.errors.append("host %s: llmfleet_gpus: expected a non-empty list of GPUs, got %r"
-                            % (check.host, gpus))
+        check.problem("llmfleet_gpus", "expected a non-empty list of GPUs, got %r" % (gpus,))
         return []
     out = []
     for position, gpu in enumerate(gpus):
@@ -42,24 +59,23 @@ def _gpus(check, gpus):
         if not isinstance(gpu, dict):
             check.fail(where, "entry", "a dict with index, uuid, memory_total_mib", gpu)
             continue
-        for key in sorted(set(gpu) - _GPU_KEYS):
+        for key in sorted(set(gpu) - _GPU_KEYS, key=str):
             check.fail(where, key, "one of %s (unknown field)" % ", ".join(sorted(_GPU_KEYS)), gpu[key])
-        index = gpu.get("index")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            check.fail(where, "index", "an integer >= 0", index)
-        uuid = gpu.get("uuid")
-        if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
-            check.fail(where, "uuid", "a GPU UUID such as GPU-5a1c0c6e-...", uuid)
+        index = check.integer(where, "index", gpu.get("index"), 0)
+        uuid = check.text(where, "uuid", gpu.get("uuid"), _UUID_RE, "a GPU UUID such as GPU-5a1c0c6e-...")
         total = check.positive_int(where, "memory_total_mib", gpu.get("memory_total_mib"))
         keep_clear = gpu.get("keep_clear", False)
         if not isinstance(keep_clear, bool):
             check.fail(where, "keep_clear", "true or false", keep_clear)
-        out.append({"index": index, "uuid": uuid, "name": gpu.get("name") or "",
+        name = gpu.get("name") or ""
+        if name:
+            name = check.text(where, "name", name) or ""
+        out.append({"index": index, "uuid": uuid, "name": name,
                     "memory_total_mib": total, "keep_clear": keep_clear is True})
     for field in ("index", "uuid"):
-        values = [gpu[field] for gpu in out]
+        values = [gpu[field] for gpu in out if gpu[field] is not None]
         for value in sorted({v for v in values if values.count(v) > 1}, key=str):
-            check.fail("llmfleet_gpus", field, "unique values", value)
+            check.fail("llmfleet_gpus", field, "a different %s per GPU" % field, value)
     return out
 
 
@@ -89,81 +105,183 @@ def _gpu_refs(check, where, field, value, gpus, count=None):
     return uuids
 
 
+def _scalar_text(value):
+    """An environment value the way docker compose reads it, or None when it is not a scalar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return json.dumps(value) if value == value and abs(value) != float("inf") else None
+    if isinstance(value, str) and not CONTROL_RE.search(value):
+        return value
+    return None
+
+
+def _environment(check, where, raw):
+    """``(plain, secret)``: the seat's variables as text, a secret's value where only the 0600
+    .env holds it. ``secret_environment``, and names that look like secrets (``*TOKEN*``,
+    ``*KEY*``, ...), are secret."""
+    plain, secret = {}, {}
+    for field in ("environment", "secret_environment"):
+        values = raw.get(field) or {}
+        if not isinstance(values, dict):
+            check.fail(where, field, "a dict of NAME: value", REDACTED if field == "secret_environment" else values)
+            continue
+        for name, value in values.items():
+            hidden = field == "secret_environment" or (isinstance(name, str) and SECRET_NAME_RE.search(name))
+            if not isinstance(name, str) or not _ENV_NAME_RE.match(name) or name.startswith(_RESERVED_ENV_PREFIX):
+                check.fail(where, "%s key" % field, "a variable name (letters, digits, '_'; not "
+                           "starting with %s, the seat's own)" % _RESERVED_ENV_PREFIX, name)
+                continue
+            text = _scalar_text(value)
+            if text is None or (hidden and "'" in text):
+                check.fail(where, "%s.%s" % (field, name), "a string, number or boolean on one line"
+                           + (" without a single quote" if hidden else ""), REDACTED if hidden else value)
+                continue
+            if name in plain or name in secret:
+                check.fail(where, "%s.%s" % (field, name), "one value (it is in environment and "
+                           "secret_environment)", REDACTED)
+                continue
+            (secret if hidden else plain)[name] = text
+    return plain, secret
+
+
+def _seat_where(position, name):
+    variable = "llmfleet_seats[%d]" % position
+    return "seat %s: %s" % (name, variable) if isinstance(name, str) and SEAT_NAME_RE.match(name) else variable
+
+
 def _seat(check, position, raw, gpus, defaults):
     if not isinstance(raw, dict):
         check.fail("llmfleet_seats[%d]" % position, "entry", "a dict describing a seat", raw)
         return None
     name = raw.get("name")
-    where = "seat %s" % name if isinstance(name, str) else "llmfleet_seats[%d]" % position
+    where = _seat_where(position, name)
     if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
-        check.fail(where, "name", "lowercase letters, digits, '-' or '_' (it names the compose project)", name)
+        check.fail(where, "name", SEAT_NAME_EXPECTED + " (it names the seat's directory and project)", name)
+        name = None
     engine = ENGINES.get(raw.get("engine")) if isinstance(raw.get("engine"), str) else None
     if engine is None:
         check.fail(where, "engine", " or ".join(repr(name) for name in ENGINES), raw.get("engine"))
         return None
-    for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS):
+    for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS, key=str):
         check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, raw[key])
 
     tp = engine.gpu_count(check, where, raw)
+    plain, secret = _environment(check, where, raw)
     seat = {
         "name": name, "engine": engine.NAME,
-        "image": check.text(where, "image", raw.get("image")),
+        "image": check.text(where, "image", raw.get("image"), _IMAGE_RE,
+                            "an image reference such as vllm/vllm-openai:v0.33.0"),
         "port": check.positive_int(where, "port", raw.get("port"), 65535),
         "gpu": _gpu_refs(check, where, "gpu", raw.get("gpu"), gpus, tp),
         "avoid_gpus": _gpu_refs(check, where, "avoid_gpus", raw.get("avoid_gpus"), gpus) or [],
         "current_gpu": _gpu_refs(check, where, "current_gpu", raw.get("current_gpu"), gpus, tp),
         "gpu_count": tp,
-        "container_name": raw.get("container_name") or engine.container_name(name),
-        "environment": raw.get("environment") or {},
-        "volumes": raw.get("volumes") or [],
-        "command": raw.get("command") or [],
-        "health_path": raw.get("health_path", "/health"),
+        "container_name": check.text(where, "container_name", raw["container_name"], _CONTAINER_RE,
+                                     "a container name (letters, digits, '_', '.', '-')")
+        if raw.get("container_name") is not None else engine.container_name(name or "seat"),
+        "environment": plain,
+        # names only: the values reach the .env alone (seat_secrets)
+        "secret_environment": sorted(secret),
+        "volumes": check.string_list(where, "volumes", raw["volumes"], _VOLUME_RE,
+                                     "volumes such as /srv/models:/models:ro")
+        if raw.get("volumes") is not None else [],
+        "command": check.string_list(where, "command", raw["command"])
+        if raw.get("command") is not None else [],
+        "health_path": check.text(where, "health_path", raw.get("health_path", "/health"), _HEALTH_PATH_RE,
+                                  "a URL path such as /health (letters, digits, ._~%/- and a query)"),
         # docker's healthcheck: how often, and how long a boot may take before failures count
         "health_interval": raw.get("health_interval", "15s"),
         "health_start_period": raw.get("health_start_period", "20m"),
     }
     for field in ("health_interval", "health_start_period"):
-        if not isinstance(seat[field], str) or not _DURATION_RE.match(seat[field]):
-            check.fail(where, field, "a docker duration such as 15s, 2m or 1m30s", seat[field])
-    if not isinstance(seat["environment"], dict):
-        check.fail(where, "environment", "a dict of variable: value", seat["environment"])
-    for field in ("volumes", "command"):
-        if seat[field]:
-            check.string_list(where, field, seat[field])
+        check.text(where, field, seat[field], _DURATION_RE, "a docker duration such as 15s, 2m or 1m30s")
+    seat["declared_sizes"] = {}
     engine.normalize(check, where, raw, seat, defaults)
+    for field in engine.SIZE_FIELDS:
+        if raw.get(field) is not None and seat.get(field) is not None:
+            seat["declared_sizes"][field] = str(raw[field])
     return seat
 
 
-def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None):
-    """``{"gpus": [...], "seats": [...]}`` in normal form, or SeatSpecError listing every problem.
+def merged_seats(seats, seat_defaults):
+    """The inventory's seats with ``llmfleet_seat_defaults`` filled in per engine."""
+    seat_defaults = seat_defaults if isinstance(seat_defaults, dict) else {}
+    return [dict(seat_defaults.get(raw.get("engine"), {}), **raw)
+            if isinstance(raw, dict) and isinstance(seat_defaults.get(raw.get("engine"), {}), dict) else raw
+            for raw in seats]
+
+
+def seat_secrets(seats, name, seat_defaults=None):
+    """``{NAME: value}``: the secret variables of the seat called ``name``, for its .env alone
+    (an inventory the plan refused gives what could be read)."""
+    if not isinstance(seats, list):
+        return {}
+    for position, raw in enumerate(merged_seats(seats, seat_defaults or {})):
+        if isinstance(raw, dict) and raw.get("name") == name:
+            return _environment(Checker(None), _seat_where(position, name), raw)[1]
+    return {}
+
+
+def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, retire=None):
+    """``{"gpus": [...], "seats": [...], "retire": [...]}`` in normal form, or SeatSpecError
+    listing every problem.
 
     ``seat_defaults`` (``llmfleet_seat_defaults``): per engine (``vllm``, ``fixed``), fields every
     seat of that engine gets unless it sets them itself, e.g. the model cache volume.
+    ``retire`` (``llmfleet_retire``): seats no longer listed that a rebalance may stop.
     """
     check = Checker(host)
-    seat_defaults = seat_defaults or {}
+    seat_defaults = {} if seat_defaults is None else seat_defaults
     if not isinstance(seat_defaults, dict) or set(seat_defaults) - set(ENGINES) or not all(
             isinstance(value, dict) for value in seat_defaults.values()):
-        check.errors.append("host %s: llmfleet_seat_defaults: expected {vllm: {field: value}, "
-                            "fixed: {field: value}}, got %r" % (host, seat_defaults))
+        check.problem("llmfleet_seat_defaults", "expected {vllm: {field: value}, fixed: {field: value}}, "
+                      "got %r" % (seat_defaults,))
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
     if not isinstance(seats, list):
-        check.errors.append("host %s: llmfleet_seats: expected a list of seats, got %r" % (host, seats))
+        check.problem("llmfleet_seats", "expected a list of seats, got %r" % (seats,))
         seats = []
-    seats = [dict(seat_defaults.get(raw.get("engine"), {}), **raw) if isinstance(raw, dict) else raw
-             for raw in seats]
-    norm_seats = [s for s in (_seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor})
-                              for i, raw in enumerate(seats)) if s is not None]
+    placed = [(i, seat) for i, seat in ((i, _seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor}))
+                                        for i, raw in enumerate(merged_seats(seats, seat_defaults)))
+              if seat is not None]
     for field in ("name", "port", "container_name"):
-        values = [s[field] for s in norm_seats if s[field] is not None]
-        for value in sorted({v for v in values if values.count(v) > 1}, key=str):
-            check.fail("llmfleet_seats", field, "a different %s per seat" % field, value)
+        users = {}
+        for i, seat in placed:
+            if seat[field] is not None:
+                users.setdefault(seat[field], []).append("llmfleet_seats[%d]" % i)
+        for value, where in sorted(users.items(), key=str):
+            if len(where) > 1:
+                check.problem("llmfleet_seats", "%s %r is used by %s; expected a different %s per seat"
+                              % (field, value, " and ".join(where), field))
     clear = {gpu["uuid"] for gpu in norm_gpus if gpu["keep_clear"]}
-    for seat in norm_seats:
+    for i, seat in placed:
         if seat["gpu"] and set(seat["gpu"]) & clear:
-            check.fail("seat %s" % seat["name"], "gpu", "a GPU that is not kept clear", seat["gpu"])
+            check.fail(_seat_where(i, seat["name"]), "gpu", "a GPU that is not kept clear", seat["gpu"])
+    norm_seats = [seat for _, seat in placed]
+    norm_retire = _retire(check, retire, {seat["name"] for seat in norm_seats})
     if check.errors:
         raise SeatSpecError("%d problem(s) in the inventory:\n- %s"
                             % (len(check.errors), "\n- ".join(check.errors)))
-    return {"gpus": norm_gpus, "seats": norm_seats}
+    return {"gpus": norm_gpus, "seats": norm_seats, "retire": norm_retire}
+
+
+def _retire(check, retire, listed):
+    if retire is None:
+        return []
+    if not isinstance(retire, list):
+        check.problem("llmfleet_retire", "expected a list of seat names, got %r" % (retire,))
+        return []
+    out = []
+    for position, name in enumerate(retire):
+        where = "llmfleet_retire[%d]" % position
+        if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
+            check.problem(where, "expected a seat name (%s), got %r" % (SEAT_NAME_EXPECTED, name))
+        elif name in listed:
+            check.problem(where, "seat %s is both listed in llmfleet_seats and to be retired; "
+                          "expected one or the other" % name)
+        else:
+            out.append(name)
+    return out

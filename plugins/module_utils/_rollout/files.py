@@ -16,9 +16,11 @@ import re
 import shutil
 import tempfile
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import REDACTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
     backup_path_for,
     check_backup_name_parts,
+    is_backup_of,
     make_backup,
     read_bytes,
 )
@@ -91,12 +93,21 @@ def _text(data):
     return (data or b"").decode("utf-8", errors="replace")
 
 
+def _diff(runtime, name, before_header, after_header, before, after):
+    """A diff entry that shows no secret: a changed one reads <secret changed>."""
+    shown_before, shown_after = runtime.redact(name, _text(before)), runtime.redact(name, _text(after))
+    if shown_before == shown_after and before != after and before is not None and after is not None:
+        shown_after += "# %s changed\n" % REDACTED.replace("secret", "secret value")
+    return {"before_header": before_header, "after_header": after_header,
+            "before": shown_before, "after": shown_after}
+
+
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
-            check_mode, move):
+            check_mode, move, secrets=None):
     """seat_files' state=present: render the seat's files with its runtime; back up and replace
     each file that changes. ``{"changed", "files", "backups", "diff"}``."""
     check_backup_name_parts(backup_date, backup_tag)
-    contents = {name: text.encode("utf-8") for name, text in runtime.render(seat, host).items()}
+    contents = {name: text.encode("utf-8") for name, text in runtime.render(seat, host, secrets).items()}
     files, diffs, backups = {}, [], []
     for name, content in contents.items():
         path = os.path.join(project_dir, name)
@@ -108,8 +119,8 @@ def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, va
             backups.append(entry["backup"])
         files[name] = entry
         if entry["changed"]:
-            diffs.append({"before_header": path if before is not None else "(absent)",
-                          "after_header": path, "before": _text(before), "after": _text(content)})
+            diffs.append(_diff(runtime, name, path if before is not None else "(absent)", path,
+                               before, content))
     changed = any(entry["changed"] for entry in files.values())
     if not check_mode:
         _remove_leftovers(project_dir)
@@ -127,7 +138,7 @@ def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, va
     return {"changed": changed, "files": files, "backups": backups, "diff": diffs}
 
 
-def restored(project_dir, restore, check_mode):
+def restored(runtime, project_dir, restore, check_mode):
     """seat_files' state=restored: every file back from its backup, or removed when the run
     that wrote it created it. ``{"changed", "files", "backups", "diff"}``."""
     if not isinstance(restore, dict):
@@ -135,8 +146,17 @@ def restored(project_dir, restore, check_mode):
     files, diffs = {}, []
     for name, entry in sorted(restore.items()):
         path = entry.get("path") if isinstance(entry, dict) else None
-        if not path or os.path.dirname(path) != project_dir.rstrip("/"):
-            raise SeatFilesError("restore.%s: expected a file in %s, got %r" % (name, project_dir, path))
+        # Only the runtime's own files, each from its own backup: a journal entry cannot name
+        # any other file to delete or overwrite.
+        if name not in runtime.FILES or path != os.path.join(project_dir.rstrip("/"), name):
+            raise SeatFilesError("restore.%s: expected %s, one of the seat's files (%s), got %r"
+                                 % (name, os.path.join(project_dir.rstrip("/"), name),
+                                    ", ".join(runtime.FILES), path))
+        backup = entry.get("backup")
+        if backup is not None and (not isinstance(backup, str) or os.path.dirname(backup) != os.path.dirname(path)
+                                   or not is_backup_of(os.path.basename(backup), name)):
+            raise SeatFilesError("restore.%s: backup: expected %s.bak-YYYYMMDD-<tag> beside it, got %r"
+                                 % (name, path, backup))
         current = read_bytes(path)
         if entry.get("created"):
             wanted = None
@@ -150,8 +170,7 @@ def restored(project_dir, restore, check_mode):
             wanted = current
         files[name] = {"path": path, "changed": current != wanted}
         if current != wanted:
-            diffs.append({"before_header": path, "after_header": entry.get("backup") or "(absent)",
-                          "before": _text(current), "after": _text(wanted)})
+            diffs.append(_diff(runtime, name, path, entry.get("backup") or "(absent)", current, wanted))
     changed = any(entry["changed"] for entry in files.values())
     if changed and not check_mode:
         for name, entry in restore.items():

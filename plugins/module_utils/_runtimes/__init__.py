@@ -14,6 +14,7 @@ May import: _common, _engines (a seat's launch arguments).
 from __future__ import annotations
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
 RUNTIMES = {runtime.NAME: runtime for runtime in (compose,)}
 DEFAULT_RUNTIME = compose.NAME
@@ -21,7 +22,11 @@ DEFAULT_RUNTIME = compose.NAME
 
 def runtime_of(seat):
     """The runtime module of a plan seat (its ``runtime``, compose by default)."""
-    return RUNTIMES[(seat or {}).get("runtime") or DEFAULT_RUNTIME]
+    name = (seat if isinstance(seat, dict) else {}).get("runtime") or DEFAULT_RUNTIME
+    if name not in RUNTIMES:
+        raise RenderError("seat %s: runtime: expected one of %s, got %r"
+                          % (seat.get("name"), ", ".join(sorted(RUNTIMES)), name))
+    return RUNTIMES[name]
 
 
 def run_seat(runtime, state, project_dir, docker, wait_timeout=0, check_mode=False):

@@ -24,7 +24,10 @@ import os
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    CONTROL_RE,
     MANAGED_LABEL,
+    REDACTED,
+    SECRET_VAR_PREFIX,
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
@@ -84,25 +87,50 @@ def _validated(seat):
     return seat
 
 
-def seat_env(seat):
-    """The ``.env`` variables of a seat, in file order: what a maintenance window changes."""
+def _secret_names(seat):
+    names = seat["launch"].get("secret_environment") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and _PLAIN_KEY_RE.match(n) for n in names):
+        _fail(seat, "launch.secret_environment", "a list of variable names", names)
+    return names
+
+
+def seat_env(seat, secrets=None):
+    """The ``.env`` variables of a seat, in file order: what a maintenance window changes, then
+    its secrets (``secrets``: name -> value)."""
     seat = _validated(seat)
     env = [("SEAT_IMAGE", seat["launch"]["image"]), ("SEAT_PORT", str(seat["port"]))]
     for index, uuid in enumerate(seat["gpus"]):
         env.append(("SEAT_GPU_%d" % index, uuid))
     env += engine_of(seat).environment(seat)
+    secrets = secrets or {}
+    for name in _secret_names(seat):
+        if not isinstance(secrets.get(name), str):
+            raise RenderError("seat %s: secret_environment.%s: expected its value in the secrets "
+                              "given to the render, got none" % (seat["name"], name))
+        env.append((SECRET_VAR_PREFIX + name, secrets[name]))
     for key, value in env:
-        if "'" in value or "\n" in value or "\r" in value:
-            raise RenderError("seat %s: %s: a .env value cannot carry a single quote or a line "
-                              "break safely, got %r" % (seat["name"], key, value))
+        if "'" in value or CONTROL_RE.search(value):
+            raise RenderError("seat %s: %s: a .env value cannot carry a single quote or a control "
+                              "character safely, got %s" % (seat["name"], key, REDACTED if key.startswith(
+                                  SECRET_VAR_PREFIX) else repr(value)))
     return env
 
 
-def render_env(seat, host=None):
+def render_env(seat, host=None, secrets=None):
     """The ``.env`` file's text. Values are single-quoted: compose reads them literally."""
     lines = [_header(seat, host)]
-    lines += ["%s='%s'" % (key, value) for key, value in seat_env(seat)]
+    lines += ["%s='%s'" % (key, value) for key, value in seat_env(seat, secrets)]
     return "\n".join(lines) + "\n"
+
+
+_SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=.*$" % SECRET_VAR_PREFIX, re.MULTILINE)
+
+
+def redact(name, text):
+    """A file's text as a diff may show it: every secret in the .env replaced."""
+    if name != ENV_FILE:
+        return text
+    return _SECRET_LINE_RE.sub(lambda match: "%s='%s'" % (match.group(1), REDACTED), text)
 
 
 def seat_compose(seat):
@@ -124,17 +152,19 @@ def seat_compose(seat):
     command = engine.command(seat, Ref)
     if command:
         service["command"] = command
-    environment = dict(launch.get("environment") or {})
+    environment = {str(k): str(v) for k, v in (launch.get("environment") or {}).items()}
+    # A secret reaches the container from the 0600 .env; compose.yaml names only its variable.
+    environment.update({name: Ref(SECRET_VAR_PREFIX + name) for name in _secret_names(seat)})
     if environment:
-        service["environment"] = {str(k): str(v) for k, v in sorted(environment.items())}
+        service["environment"] = dict(sorted(environment.items()))
     if launch.get("volumes"):
         service["volumes"] = list(launch["volumes"])
     service["healthcheck"] = {
         # python3 is in vLLM's image (curl is not in every image).
         "test": ["CMD", "python3", "-c", _Joined([
             "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", inside,
-            ", timeout=5); c.request('GET', '%s'); sys.exit(c.getresponse().status != 200)"
-            % seat.get("health_path", "/health")])],
+            ", timeout=5); c.request('GET', %s); sys.exit(c.getresponse().status != 200)"
+            % _python_str(seat.get("health_path", "/health"))])],
         "interval": launch.get("health_interval", "15s"),
         "timeout": "10s",
         "retries": 3,
@@ -153,9 +183,16 @@ def render_compose(seat, host=None):
     return _header(seat, host) + "\n" + _yaml(seat_compose(seat), 0) + "\n"
 
 
-def render(seat, host=None):
+def render(seat, host=None, secrets=None):
     """Both files of a seat: ``{".env": text, "compose.yaml": text}``."""
-    return {ENV_FILE: render_env(seat, host), COMPOSE_FILE: render_compose(seat, host)}
+    return {ENV_FILE: render_env(seat, host, secrets), COMPOSE_FILE: render_compose(seat, host)}
+
+
+def _python_str(text):
+    """``text`` as a Python string literal in the healthcheck's code: never code itself."""
+    if not isinstance(text, str) or not text.startswith("/") or CONTROL_RE.search(text):
+        raise RenderError("health_path: expected a URL path such as /health, got %r" % (text,))
+    return repr(text)
 
 
 def validate(project_dir, staged, docker):

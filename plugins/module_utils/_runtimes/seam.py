@@ -9,7 +9,10 @@
 
 - ``NAME``; ``FILES``: the names of a seat's files in its project directory, and ``MODES``: the
   mode each gets when it is created (a file that exists keeps its own);
-- ``render(seat, host)`` -> ``{file name: text}`` for a plan seat, deterministic (RenderError);
+- ``render(seat, host, secrets)`` -> ``{file name: text}`` for a plan seat, deterministic
+  (RenderError); ``secrets`` holds the values of the seat's ``launch.secret_environment``, which
+  only a file its owner alone reads may carry; ``redact(name, text)``: that file's text with
+  every secret replaced (what a diff shows);
 - ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
   (``{file name: path}``), or None;
 - ``start(project_dir, docker, wait_timeout, check_mode)``, ``stop(project_dir, docker,

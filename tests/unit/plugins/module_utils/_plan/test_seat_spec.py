@@ -86,19 +86,21 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
         {"name": "e", "engine": "sglang"},
     ])
     expected = [
-        "host fv-ml1: seat Gen: name: expected lowercase letters, digits, '-' or '_'",
-        "host fv-ml1: seat Gen: avoid_gpu: expected a known field for a vllm seat (typo?), got [1]",
-        "host fv-ml1: seat Gen: port: expected an integer from 1 to 65535, got 70000",
-        "host fv-ml1: seat Gen: gpu: expected a GPU index (0, 1, 2, 3) or UUID of this host, got 7",
-        "host fv-ml1: seat Gen: max_model_len: expected an integer from 1 up, got -3",
-        "host fv-ml1: seat both: kv_cache_memory_bytes: expected either a pinned budget or "
-        "kv_factor, not both",
-        "host fv-ml1: seat both: kv_cache_memory_bytes: '8.5G' mixes decimals with the binary suffix G",
-        "host fv-ml1: seat asr: memory_cap_bytes: expected the tenant's fixed memory cap",
-        "host fv-ml1: seat asr: gpu: expected a GPU that is not kept clear",
-        "host fv-ml1: seat tp: gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
-        "host fv-ml1: seat e: engine: expected 'vllm' or 'fixed', got 'sglang'",
-        "host fv-ml1: llmfleet_seats: port: expected a different port per seat, got 8090",
+        "host fv-ml1: llmfleet_seats[0].name: expected lowercase letters, digits, '-' or '_'",
+        "host fv-ml1: llmfleet_seats[0].avoid_gpu: expected a known field for a vllm seat (typo?), got [1]",
+        "host fv-ml1: llmfleet_seats[0].port: expected an integer from 1 to 65535, got 70000",
+        "host fv-ml1: llmfleet_seats[0].gpu: expected a GPU index (0, 1, 2, 3) or UUID of this host, got 7",
+        "host fv-ml1: llmfleet_seats[0].max_model_len: expected an integer from 1 up, got -3",
+        "host fv-ml1: seat both: llmfleet_seats[1].kv_cache_memory_bytes: expected either a pinned "
+        "budget or kv_factor, not both",
+        "host fv-ml1: seat both: llmfleet_seats[1].kv_cache_memory_bytes: '8.5G' mixes decimals "
+        "with the binary suffix G",
+        "host fv-ml1: seat asr: llmfleet_seats[2].memory_cap_bytes: expected the tenant's fixed memory cap",
+        "host fv-ml1: seat asr: llmfleet_seats[2].gpu: expected a GPU that is not kept clear",
+        "host fv-ml1: seat tp: llmfleet_seats[3].gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
+        "host fv-ml1: seat e: llmfleet_seats[5].engine: expected 'vllm' or 'fixed', got 'sglang'",
+        "host fv-ml1: llmfleet_seats: port 8090 is used by llmfleet_seats[2] and llmfleet_seats[4]; "
+        "expected a different port per seat",
     ]
     for line in expected:
         assert line in message
@@ -112,9 +114,9 @@ def test_gpu_list_problems_name_the_entry_and_field():
     gpus[2]["memory_total_mib"] = 0
     gpus[3]["index"] = 0
     message = problems([], gpus)
-    assert "host fv-ml1: llmfleet_gpus[1]: uuid: expected a GPU UUID such as GPU-5a1c0c6e-..., got 'nope'" in message
-    assert "host fv-ml1: llmfleet_gpus[2]: memory_total_mib: expected an integer from 1 up, got 0" in message
-    assert "host fv-ml1: llmfleet_gpus: index: expected unique values, got 0" in message
+    assert "host fv-ml1: llmfleet_gpus[1].uuid: expected a GPU UUID such as GPU-5a1c0c6e-..., got 'nope'" in message
+    assert "host fv-ml1: llmfleet_gpus[2].memory_total_mib: expected an integer from 1 up, got 0" in message
+    assert "host fv-ml1: llmfleet_gpus.index: expected a different index per GPU, got 0" in message
 
 
 def test_a_host_without_a_seat_list_is_refused():

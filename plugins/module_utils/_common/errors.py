@@ -1,0 +1,34 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""What every module of the collection does with an error: the operator sees one line naming
+the input; the traceback goes to the result's ``exception``, which only -vvv shows."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+
+
+@contextlib.contextmanager
+def operator_errors(module):
+    """Run a module's work; turn anything it raises into ``fail_json``. The collection's own
+    errors (ValueError, and DockerError: what docker said) carry their message; a file that cannot be read or written says which
+    and why; anything else is a bug, and says so."""
+    try:
+        yield
+    except (ValueError, DockerError) as exc:
+        module.fail_json(msg=str(exc), exception=traceback.format_exc())
+    except OSError as exc:
+        where = " ".join(str(name) for name in (exc.filename, exc.filename2) if name)
+        module.fail_json(msg="%s%s" % (where + ": " if where else "", exc.strerror or exc),
+                         exception=traceback.format_exc())
+    except Exception as exc:  # pylint: disable=broad-except  # no traceback reaches the operator
+        module.fail_json(msg="unexpected %s: %s (a bug in llmfleet.seats; -vvv shows the traceback)"
+                         % (type(exc).__name__, exc), exception=traceback.format_exc())
