@@ -16,8 +16,15 @@ description:
     smallest budget that gives the seat's C(kv_factor) times its C(max_model_len), rounded up to
     O(kv_round_to)), and refuses a budget vLLM would not boot with, in vLLM's words.
   - Counts each seat's footprint per GPU, weights + KV + runtime overhead; the overhead is
-    measured from O(plateau) (the seat's process memory less weights and the KV it ran with,
-    O(plateau_kv)) where it can be, else the seat's C(overhead_bytes), else a default.
+    measured from O(plateau) (the seat's process memory less weights and the KV it ran with)
+    where it can be, else the seat's C(overhead_bytes), else a default. A measurement is only
+    reused for the image, model and context the seat ran when the plateau was recorded: the
+    snapshot's own record of each seat this collection runs, else O(plateau_ran), else
+    O(plateau_kv) (the KV alone).
+  - Cross-checks the inventory against the cards and the snapshots (the GPUs' memory, the host
+    a snapshot was recorded on, seats the plateau shows that the inventory no longer lists, a
+    fixed tenant holding more than its cap) and refuses a disagreement, naming both values,
+    unless O(accept) passes it on purpose.
   - Places the seats with M(llmfleet.seats.seat_placement)'s exact search (the largest worst
     spare at plateau, then the fewest moves), on the capacity the cards leave for them (memory
     nobody in the plan holds counts against it), and picks each seat's boot-gate
@@ -36,16 +43,36 @@ options:
   plateau:
     description: A M(llmfleet.seats.gpu_info) snapshot recorded at the plateau.
     type: dict
+  plateau_ran:
+    description:
+      - Seat name to what it ran when O(plateau) was recorded, for a snapshot that does not
+        record it itself; C(kv_cache_memory_bytes) (a size such as C(22GiB)), C(max_model_len),
+        C(image) and C(model). A seat that ran another image, model or context than the plan
+        gets the default overhead, and the plan says why.
+    type: dict
   plateau_kv:
     description:
       - Seat name to the KV bytes it ran with when O(plateau) was recorded (sizes such as
-        C(22GiB) work). Without it, or O(plateau_kv_planned), a seat's overhead cannot be told
-        apart from its KV and the default is used.
+        C(22GiB) work): O(plateau_ran) with the KV alone.
     type: dict
   plateau_kv_planned:
-    description: O(plateau) was recorded with the KV budgets this plan computes (no budget changes).
+    description:
+      - Refused when true. It claimed that O(plateau) ran the budgets this plan computes, which
+        a changed pin silently broke; the snapshot's record or O(plateau_ran) says what ran.
     type: bool
     default: false
+  accept:
+    description:
+      - Cross-checks passed on purpose. C(snapshot_host) (the host a snapshot given for this
+        one was recorded on), C(unknown_plateau_seats) (seats the plateau shows that the
+        inventory does not list, counted as another tenant's memory) and
+        C(fixed_cap_below_plateau) (fixed tenants whose cap is below what the plateau shows).
+    type: raw
+  retire:
+    description:
+      - Seats no longer listed that a rebalance may stop (C(llmfleet_retire)); a name both
+        listed and retired is refused.
+    type: raw
   min_spare_mib:
     description: Refuse a placement whose worst spare at plateau is below this.
     type: int
@@ -112,6 +139,9 @@ def main():
             "plateau": {"type": "dict"},
             "plateau_kv": {"type": "dict"},
             "plateau_kv_planned": {"type": "bool", "default": False},
+            "plateau_ran": {"type": "dict"},
+            "accept": {"type": "raw"},
+            "retire": {"type": "raw"},
             "min_spare_mib": {"type": "int", "default": 0},
             "boot_margin_mib": {"type": "int", "default": MARGIN_MIB},
             "default_overhead_mib": {"type": "int", "default": DEFAULT_OVERHEAD_MIB},

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL
+
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
 
@@ -104,6 +106,11 @@ def _container_record(attrs):
         "name": (attrs.get("Name") or "").lstrip("/") or None,
         "compose_project": labels.get(COMPOSE_PROJECT_LABEL),
         "compose_service": labels.get(COMPOSE_SERVICE_LABEL),
+        # A seat this collection runs: what it ran, so a plateau's measurement of it is only
+        # reused for the same launch (the image and the arguments its command got).
+        "seat": labels.get(MANAGED_LABEL),
+        "image": (attrs.get("Config") or {}).get("Image") if labels.get(MANAGED_LABEL) else None,
+        "args": list((attrs.get("Config") or {}).get("Cmd") or []) if labels.get(MANAGED_LABEL) else None,
     }
 
 
@@ -175,6 +182,8 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
                     resolved.update(container=record["name"], container_id=container_id,
                                     compose_project=record["compose_project"],
                                     compose_service=record["compose_service"], attribution=None)
+                    if record.get("seat"):
+                        resolved.update(seat=record["seat"], image=record["image"], args=record["args"])
                     if not record["compose_service"]:
                         resolved["attribution"] = ("container %s was not started by docker compose "
                                                    "(no %s label)" % (record["name"], COMPOSE_SERVICE_LABEL))

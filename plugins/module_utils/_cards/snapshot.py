@@ -31,7 +31,7 @@ _TIMESTAMP = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d
 _GPU_REQUIRED_INTS = ("index", "memory_total_mib", "memory_used_mib", "memory_free_mib")
 _GPU_OPTIONAL_INTS = ("memory_reserved_mib", "attributed_mib", "unattributed_mib", "unlisted_mib")
 _PROCESS_OPTIONAL_STRS = ("name", "container", "container_id", "compose_project", "compose_service",
-                          "attribution")
+                          "attribution", "seat", "image")
 
 
 class SnapshotError(ValueError):
@@ -95,6 +95,9 @@ def _check_gpu(gpu, where, path):
         for key in _PROCESS_OPTIONAL_STRS:
             value = process.get(key)
             _check(value is None or isinstance(value, str), path, "%s.%s" % (at, key), "a string or null", value)
+        args = process.get("args")
+        _check(args is None or (isinstance(args, list) and all(isinstance(a, str) for a in args)), path,
+               at + ".args", "a list of strings or null", args)
 
 
 def load_snapshot(text, path):

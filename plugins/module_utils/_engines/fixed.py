@@ -50,12 +50,13 @@ def boot_problem(seat, sized):
     return None
 
 
-def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
+def footprint(seat, sized, plateau, ran, default_overhead_mib):
     return fixed_footprint(seat)
 
 
-def kv_bytes(sized):
-    return 0
+def ran(process):
+    """A fixed tenant's cap does not depend on what it ran."""
+    return None
 
 
 def boot_utilization(footprint_mib, margin_mib, total_mib):

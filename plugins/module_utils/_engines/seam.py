@@ -8,13 +8,14 @@
 """The engine seam. An engine is a module of this package that defines, with these names:
 
 - ``NAME``; ``FIELDS``: the inventory fields a seat of this engine may have beyond every seat's;
-  ``LAUNCH_FIELDS``: which of them the rendered files need.
+  ``LAUNCH_FIELDS``: which of them the rendered files need; ``SIZE_FIELDS``: which are sizes.
 - ``gpu_count(check, where, raw)``, ``container_name(name)``,
   ``normalize(check, where, raw, seat, defaults)``: the inventory checked into normal form.
 - ``size(seat, inventory_dir, options)`` -> ``{"kv", "rule", "weights_bytes"}`` (SizingError),
   ``boot_problem(seat, sized)``: why the engine would refuse to start with that size, or None;
-  ``footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib)``,
-  ``kv_bytes(sized)``, ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
+  ``footprint(seat, sized, plateau, ran, default_overhead_mib)`` (``ran``: what the seat ran
+  when the plateau was recorded), ``ran(process)``: that record from the seat's process in a
+  snapshot (or None), ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
   ``planned(seat, sized)``: the numbers a plan seat carries.
 - ``check_plan_seat(seat, fail)``, ``environment(seat)`` (the variables a window changes),
   ``command(seat, var)``, ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run

@@ -195,14 +195,32 @@ def boot_problem(seat, sized):
         seat["name"], human_bytes(kv["kv_cache_memory_bytes"]), kv["boot_error"])
 
 
-def footprint(seat, sized, plateau, plateau_kv_bytes, default_overhead_mib):
-    return vllm_footprint(seat, sized["kv"]["kv_cache_memory_bytes"], sized["weights_bytes"],
-                          plateau, plateau_kv_bytes, default_overhead_mib)
+def footprint(seat, sized, plateau, ran, default_overhead_mib):
+    # compared with what ran: the context as sized ("published" resolved)
+    launched = dict(seat, max_model_len=sized["kv"]["max_model_len"])
+    return vllm_footprint(launched, sized["kv"]["kv_cache_memory_bytes"], sized["weights_bytes"],
+                          plateau, ran, default_overhead_mib)
 
 
-def kv_bytes(sized):
-    """The KV budget the plateau's measurement is told apart from."""
-    return sized["kv"]["kv_cache_memory_bytes"]
+def _flag_value(args, flag):
+    for position, arg in enumerate(args[:-1]):
+        if arg == flag:
+            return args[position + 1]
+    return next((arg.split("=", 1)[1] for arg in args if arg.startswith(flag + "=")), None)
+
+
+def ran(process):
+    """What the seat ran, from its container in a snapshot (the image and the arguments of the
+    command this engine writes): ``{"image", "model", "max_model_len",
+    "kv_cache_memory_bytes"}``, or None when they cannot be read."""
+    args = process.get("args") or []
+    try:
+        length = int(_flag_value(args, "--max-model-len"))
+        kv = int(_flag_value(args, "--kv-cache-memory-bytes"))
+    except (TypeError, ValueError):
+        return None
+    return {"image": process.get("image"), "model": args[0], "max_model_len": length,
+            "kv_cache_memory_bytes": kv}
 
 
 def boot_utilization(footprint_mib, margin_mib, total_mib):

@@ -21,18 +21,22 @@ from __future__ import annotations
 import math
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     GPU_PROFILE,
     KV_FACTOR,
     KV_ROUND_TO,
     MARGIN_MIB,
+    SEAT_NAME_RE,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
+    RAN_FIELDS,
     FootprintError,
 )
 
@@ -127,17 +131,159 @@ def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_fac
     return {"seats": out, "problems": problems}
 
 
+# The cross-checks an operator may pass on purpose, each by name (``accept``).
+ACCEPT_KEYS = {
+    "snapshot_host": "the host a snapshot given for this one was recorded on",
+    "unknown_plateau_seats": "seats the plateau shows that the inventory no longer has",
+    "fixed_cap_below_plateau": "fixed tenants whose cap is below what the plateau shows them holding",
+}
+
+
+def _check_options(check, options, gpus):
+    """The plan's own options (the role's seat_plan_* variables)."""
+    for field in ("min_spare_mib", "boot_margin_mib", "default_overhead_mib"):
+        check.integer("seat_plan_%s" % field, "value", options[field], 0)
+    smallest = min((gpu["memory_total_mib"] or 0 for gpu in gpus), default=0)
+    if isinstance(options["boot_margin_mib"], int) and smallest and options["boot_margin_mib"] >= smallest:
+        check.fail("seat_plan_boot_margin_mib", "value", "less than the smallest GPU (%d MiB)" % smallest,
+                   options["boot_margin_mib"])
+    check.number("llmfleet_kv_factor", "value", options["kv_factor"])
+    check.size("llmfleet_kv_round_to", "value", options["kv_round_to"], MIB)
+    accept = options["accept"]
+    if not isinstance(accept, dict) or set(accept) - set(ACCEPT_KEYS):
+        check.fail("seat_plan_accept", "value", "a dict with %s" % ", ".join(sorted(ACCEPT_KEYS)), accept)
+        return {}
+    for key in ("unknown_plateau_seats", "fixed_cap_below_plateau"):
+        if key in accept:
+            check.string_list("seat_plan_accept", key, accept[key], SEAT_NAME_RE, "seat names")
+    if "snapshot_host" in accept:
+        check.text("seat_plan_accept", "snapshot_host", accept["snapshot_host"])
+    return accept
+
+
+def _ran_records(check, spec, plateau, plateau_ran, plateau_kv):
+    """``{seat: what it ran when the plateau was recorded}``: from its container in the
+    snapshot, else the operator's ``plateau_ran`` record, else ``plateau_kv`` (its KV alone)."""
+    records = {}
+    processes = {}
+    for gpu in (plateau or {}).get("gpus") or []:
+        for process in gpu.get("processes") or []:
+            if process.get("seat"):
+                processes.setdefault(process["seat"], process)
+    for position, seat in enumerate(spec["seats"]):
+        name = seat["name"]
+        if name in processes:
+            records[name] = engine_of(seat).ran(processes[name])
+            continue
+        where = "llmfleet_plateau_ran.%s" % name
+        given = (plateau_ran or {}).get(name)
+        if given is not None:
+            if not isinstance(given, dict) or set(given) - set(RAN_FIELDS) - {"kv_cache_memory_bytes"}:
+                check.fail(where, "value", "{kv_cache_memory_bytes, max_model_len, image, model}", given)
+                continue
+            record = dict(given)
+            if "kv_cache_memory_bytes" in given:
+                record["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes",
+                                                             given["kv_cache_memory_bytes"], MIB)
+            if "max_model_len" in given:
+                check.positive_int(where, "max_model_len", given["max_model_len"])
+            for field in ("image", "model"):
+                if field in given:
+                    check.text(where, field, given[field])
+            records[name] = record
+        elif (plateau_kv or {}).get(name) is not None:
+            records[name] = {"kv_cache_memory_bytes": check.size(
+                "seat_plan_plateau_kv", name, plateau_kv[name], MIB)}
+    return records, processes
+
+
+def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
+    """What the inventory, the cards and the snapshots must agree on; each disagreement names
+    both values."""
+    for what, reading in (("reading of the cards", cards), ("plateau snapshot", plateau)):
+        if not reading:
+            continue
+        recorded_on = (reading.get("snapshot") or {}).get("host")
+        if recorded_on and recorded_on != host and accept.get("snapshot_host") != recorded_on:
+            check.problem("the %s" % what, "recorded on host %s, not %s (%s); expected a snapshot of "
+                          "this host, or seat_plan_accept.snapshot_host: %s to use it on purpose"
+                          % (recorded_on, host, (reading.get("snapshot") or {}).get("path"), recorded_on))
+        by_uuid = {gpu.get("uuid"): gpu for gpu in reading.get("gpus") or []}
+        for position, gpu in enumerate(spec["gpus"]):
+            card = by_uuid.get(gpu["uuid"])
+            if card and card.get("memory_total_mib") != gpu["memory_total_mib"]:
+                check.problem("llmfleet_gpus[%d]" % position, "memory_total_mib is %s in the inventory "
+                              "but %s on the card (%s); expected the card's value"
+                              % (gpu["memory_total_mib"], card.get("memory_total_mib"), what))
+    listed = {seat["name"] for seat in spec["seats"]}
+    for name in sorted(set(processes) - listed - set(retire) - set(accept.get("unknown_plateau_seats") or [])):
+        check.problem("the plateau snapshot", "it shows seat %s, which the inventory does not list (renamed? "
+                      "its memory would be counted twice); expected a plateau of these seats, or "
+                      "seat_plan_accept.unknown_plateau_seats: [%s] to count it as another tenant's"
+                      % (name, name))
+    held = seat_mib(plateau.get("gpus", [])) if plateau else {}
+    for position, seat in enumerate(spec["seats"]):
+        if seat["engine"] != "fixed" or seat["name"] in (accept.get("fixed_cap_below_plateau") or []):
+            continue
+        most = max(held.get(seat["name"], {}).values(), default=0)
+        if most > bytes_to_mib(seat["memory_cap_bytes"]):
+            check.problem("seat %s: llmfleet_seats[%d]" % (seat["name"], position),
+                          "memory_cap_bytes is %s MiB but the plateau snapshot shows the seat holding "
+                          "%s MiB; expected a cap at least that, or seat_plan_accept.fixed_cap_below_plateau: "
+                          "[%s]" % (bytes_to_mib(seat["memory_cap_bytes"]), most, seat["name"]))
+
+
+def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_factor=KV_FACTOR,
+                       kv_round_to=KV_ROUND_TO, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
+                       default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, plateau_kv=None,
+                       plateau_kv_planned=False, accept=None):
+    """Every problem of a host's inventory that needs neither the host nor its cards, as a list
+    (empty when there is none): what the plan role refuses before it reads the host."""
+    try:
+        spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
+    except SeatSpecError as exc:
+        return str(exc).split("\n- ")[1:]
+    check = Checker(host)
+    _check_plan_inputs(check, spec, plateau_kv_planned, {
+        "min_spare_mib": min_spare_mib, "boot_margin_mib": boot_margin_mib,
+        "default_overhead_mib": default_overhead_mib, "kv_factor": kv_factor,
+        "kv_round_to": kv_round_to, "accept": accept or {}}, None, plateau_ran, plateau_kv)
+    return check.errors
+
+
+def _check_plan_inputs(check, spec, plateau_kv_planned, options, plateau, plateau_ran, plateau_kv):
+    """``(accept, records, processes)``; the problems are in ``check``."""
+    if plateau_kv_planned:
+        check.problem("seat_plan_plateau_kv_planned", "a plateau's measurement is only reused for what the "
+                      "seat ran then, so this claim is not taken on trust (a changed pin would be "
+                      "absorbed silently); expected false, with the snapshot's own record of each seat "
+                      "(gpu_info records it) or llmfleet_plateau_ran")
+    accept = _check_options(check, options, spec["gpus"])
+    records, processes = _ran_records(check, spec, plateau, plateau_ran, plateau_kv)
+    return accept, records, processes
+
+
 def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, plateau_kv=None,
                plateau_kv_planned=False, seat_defaults=None, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                gpu_profile=GPU_PROFILE, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
-               default_overhead_mib=DEFAULT_OVERHEAD_MIB):
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, accept=None, retire=None):
     """The plan of one host (see the module doc of llmfleet.seats.seat_plan for its keys).
 
     ``cards``: a gpu_info result read now; ``plateau``: one recorded at the plateau;
-    ``plateau_kv``: seat -> the KV bytes it ran with when the plateau was recorded;
-    ``plateau_kv_planned``: the plateau was recorded with the budgets this plan computes.
+    ``plateau_ran``: seat -> what it ran when the plateau was recorded (for snapshots that do
+    not record it); ``plateau_kv``: seat -> the KV bytes it ran with then; ``accept``: the
+    cross-checks passed on purpose (ACCEPT_KEYS); ``retire``: seats no longer listed.
     """
-    spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
+    spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
+    check = Checker(host)
+    accept, records, processes = _check_plan_inputs(check, spec, plateau_kv_planned, {
+        "min_spare_mib": min_spare_mib, "boot_margin_mib": boot_margin_mib,
+        "default_overhead_mib": default_overhead_mib, "kv_factor": kv_factor,
+        "kv_round_to": kv_round_to, "accept": accept or {}}, plateau, plateau_ran, plateau_kv)
+    _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
+    if check.errors:
+        raise PlanError("host %s: %d problem(s) before planning:\n- %s"
+                        % (host, len(check.errors), "\n- ".join(check.errors)))
     names = {seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
@@ -150,9 +296,8 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     footprints = {}
     for seat in spec["seats"]:
         engine, sizing = engine_of(seat), sized[seat["name"]]
-        kv = engine.kv_bytes(sizing)
-        ran_with = kv if plateau_kv_planned else (plateau_kv or {}).get(seat["name"])
-        footprints[seat["name"]] = engine.footprint(seat, sizing, plateau, ran_with, default_overhead_mib)
+        footprints[seat["name"]] = engine.footprint(seat, sizing, plateau, records.get(seat["name"]),
+                                                    default_overhead_mib)
 
     memory = {}
     for gpu in spec["gpus"]:
@@ -171,7 +316,9 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
             min_spare_mib=min_spare_mib)
     except PlacementError as exc:
         raise PlanError("host %s: %s" % (host, exc))
-    return _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
+    plan = _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
+    plan["retire"] = spec["retire"]
+    return plan
 
 
 def _one_or_list(uuids):
@@ -199,6 +346,9 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
             "gpu_memory_utilization": engine.boot_utilization(footprint["footprint_mib"],
                                                               boot_margin_mib, total),
             "launch": _launch(seat),
+            # every size the inventory wrote, as written and in GiB: 22GB is 20.49 GiB
+            "declared_sizes": {field: "%s = %s" % (written, human_bytes(seat[field], "GiB"))
+                               for field, written in sorted(seat["declared_sizes"].items())},
         }
         entry.update(footprint)
         entry.update(engine.planned(seat, sizing))

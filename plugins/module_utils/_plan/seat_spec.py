@@ -225,6 +225,28 @@ def seat_secrets(seats, name, seat_defaults=None):
     return {}
 
 
+def without_secrets(value):
+    """Seats (a list) or seat defaults (engine -> fields) with every secret value replaced by
+    ``<secret>``: what may be passed on to a module whose arguments -vvv shows."""
+    if isinstance(value, list):
+        return [_seat_without_secrets(seat) for seat in value]
+    if isinstance(value, dict):
+        return {engine: _seat_without_secrets(fields) for engine, fields in value.items()}
+    return value
+
+
+def _seat_without_secrets(seat):
+    if not isinstance(seat, dict):
+        return seat
+    seat = dict(seat)
+    if isinstance(seat.get("secret_environment"), dict):
+        seat["secret_environment"] = {name: REDACTED for name in seat["secret_environment"]}
+    if isinstance(seat.get("environment"), dict):
+        seat["environment"] = {name: REDACTED if isinstance(name, str) and SECRET_NAME_RE.search(name) else value
+                               for name, value in seat["environment"].items()}
+    return seat
+
+
 def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, retire=None):
     """``{"gpus": [...], "seats": [...], "retire": [...]}`` in normal form, or SeatSpecError
     listing every problem.

@@ -64,6 +64,10 @@ def plan_markdown(plan):
         lines.append("| %d | %s | %s | %s | %s | %s |" % (
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
+    written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
+               for seat in plan["seats"] if seat.get("declared_sizes")]
+    if written:
+        lines += ["", "Sizes as the inventory wrote them: %s." % "; ".join(written)]
     if plan.get("warnings"):
         lines.append("")
         lines += ["- warning: %s" % warning for warning in plan["warnings"]]

@@ -27,7 +27,8 @@ class StepsError(ValueError):
 def rebalance_steps(plan, changed, running, cards):
     """``{"stop_first": [...], "waves": [[...], ...], "leaving": [...], "unchanged": [...]}``.
 
-    ``plan`` is the host's plan (``seats`` with ``name``, ``gpus``, ``footprint_mib``);
+    ``plan`` is the host's plan (``seats`` with ``name``, ``gpus``, ``footprint_mib``; ``retire``:
+    the seats it may stop that it no longer lists; any other running one is refused);
     ``changed`` the seats whose files changed; ``running`` the managed seats running now (names);
     ``cards`` a gpu_info result read now (for what each running seat holds).
     """
@@ -45,6 +46,12 @@ def rebalance_steps(plan, changed, running, cards):
         raise StepsError("cards: %s" % exc) from None
 
     leaving = sorted(running - set(seats))
+    kept = [name for name in leaving if name not in (plan.get("retire") or [])]
+    if kept:
+        raise StepsError("host %s: %s run%s here but the inventory no longer lists %s; a seat is only "
+                         "stopped when llmfleet_retire names it (or list it in llmfleet_seats again)"
+                         % (plan.get("host"), ", ".join(kept), "s" if len(kept) == 1 else "",
+                            "it" if len(kept) == 1 else "them"))
     stop_first = list(leaving)
     for name in sorted(changed & running):
         seat = seats[name]

@@ -115,27 +115,38 @@ def fixed_footprint(seat):
             "overhead_source": "fixed cap", "footprint_mib": cap, "boot_footprint_mib": boot}
 
 
-def vllm_footprint(seat, kv_bytes, weights_bytes, plateau=None, plateau_kv_bytes=None,
+# What a plateau's measurement of a seat depends on besides its KV: the same image, model and
+# context, or the overhead it shows is not this plan's.
+RAN_FIELDS = ("image", "model", "max_model_len")
+
+
+def vllm_footprint(seat, kv_bytes, weights_bytes, plateau=None, ran=None,
                    default_overhead_mib=DEFAULT_OVERHEAD_MIB,
                    default_boot_overhead_mib=DEFAULT_BOOT_OVERHEAD_MIB):
     """The seat's footprint per GPU, at the plateau and at boot, with where the overhead came from.
 
-    ``plateau_kv_bytes`` is the KV budget the seat ran with when the plateau snapshot was taken
-    (its current .env); without it a measurement cannot be separated from the KV and the default
-    overhead is used.
+    ``ran`` is what the seat ran when the plateau snapshot was taken: its
+    ``kv_cache_memory_bytes`` and, where recorded, its ``image``, ``model`` and ``max_model_len``.
+    The measurement is the seat's memory less its weights and the KV it ran with, and is only
+    reused for the same image, model and context; otherwise the default overhead is used and
+    the source says why.
     """
     weights_mib, kv_mib = bytes_to_mib(weights_bytes), bytes_to_mib(kv_bytes)
     if seat.get("overhead_bytes") is not None:
         overhead, source = bytes_to_mib(seat["overhead_bytes"]), "declared"
     else:
-        measured = None
-        if plateau_kv_bytes is not None:
+        overhead, source = default_overhead_mib, "default"
+        differs = ["%s %s (the plan: %s)" % (field, ran[field], seat.get(field))
+                   for field in RAN_FIELDS if ran and ran.get(field) is not None and ran[field] != seat.get(field)]
+        if differs:
+            source = "default: at the plateau it ran %s" % "; ".join(differs)
+        elif ran and ran.get("kv_cache_memory_bytes") is not None:
             measured = measured_overhead_mib(seat["name"], plateau, weights_mib,
-                                             bytes_to_mib(plateau_kv_bytes))
-        if measured is not None:
-            overhead, source = measured, "measured at plateau"
-        else:
-            overhead, source = default_overhead_mib, "default"
+                                             bytes_to_mib(ran["kv_cache_memory_bytes"]))
+            if measured is not None:
+                overhead, source = measured, "measured at plateau"
+                if ran["kv_cache_memory_bytes"] != kv_bytes:
+                    source += " (it ran with %d MiB of KV there)" % bytes_to_mib(ran["kv_cache_memory_bytes"])
     boot_overhead = min(overhead, default_boot_overhead_mib)
     return {"weights_mib": weights_mib, "kv_mib": kv_mib, "overhead_mib": overhead,
             "overhead_source": source, "footprint_mib": weights_mib + kv_mib + overhead,

@@ -35,11 +35,26 @@ def test_movers_and_shrinkers_stop_first_growers_do_not():
                    (G0, "voices", 20000),     # moves GPU 0 -> GPU 1 and grows
                    (G1, "gen-small", 10000),  # grows in place
                    (G0, "parakeet", 3840))
-    steps = rebalance_steps(PLAN, ["coder", "voices", "gen-small"],
+    steps = rebalance_steps(dict(PLAN, retire=["old-seat"]), ["coder", "voices", "gen-small"],
                             ["coder", "voices", "gen-small", "parakeet", "old-seat"], cards)
     assert steps["leaving"] == ["old-seat"]
     assert steps["stop_first"] == ["old-seat", "coder", "voices"]
     assert steps["unchanged"] == ["parakeet"]
+
+
+def test_a_running_seat_the_inventory_dropped_is_only_stopped_when_retired():
+    running = ["coder", "voices", "gen-small", "big-tp", "parakeet", "old-seat", "older"]
+    with pytest.raises(StepsError, match=r"^host twin1: old-seat, older run here but the inventory no "
+                       r"longer lists them; a seat is only stopped when llmfleet_retire names it"):
+        rebalance_steps(dict(PLAN, host="twin1"), [], running, {"gpus": []})
+    with pytest.raises(StepsError, match=r"older runs here"):
+        rebalance_steps(dict(PLAN, host="twin1", retire=["old-seat"]), [], running, {"gpus": []})
+    # an empty seat list stops nothing unless every running seat is retired by name
+    empty = {"host": "twin1", "seats": []}
+    with pytest.raises(StepsError, match="coder, voices, gen-small"[:5]):
+        rebalance_steps(empty, [], running, {"gpus": []})
+    steps = rebalance_steps(dict(empty, retire=running), [], running, {"gpus": []})
+    assert steps["stop_first"] == sorted(running) and steps["waves"] == []
 
 
 def test_waves_hold_one_seat_per_gpu_and_tp_seats_take_every_gpu():

@@ -94,19 +94,36 @@ def test_overhead_is_the_plateau_less_weights_and_kv_on_the_fullest_gpu():
 
 
 def test_footprint_takes_declared_then_measured_then_default_overhead():
-    seat = {"name": "coder", "engine": "vllm"}
+    seat = {"name": "coder", "engine": "vllm", "image": "vllm/vllm-openai:v0.33.0", "model": "m",
+            "max_model_len": 65536}
     kv, weights = 13000 * MIB, 15000 * MIB
-    measured = vllm_footprint(seat, kv, weights, PLATEAU, plateau_kv_bytes=kv)
+    ran = {"kv_cache_memory_bytes": kv, "image": seat["image"], "model": "m", "max_model_len": 65536}
+    measured = vllm_footprint(seat, kv, weights, PLATEAU, ran)
     assert (measured["overhead_mib"], measured["overhead_source"]) == (3310, "measured at plateau")
     assert measured["footprint_mib"] == 15000 + 13000 + 3310
-    # the KV the seat ran with at the plateau is what is subtracted, not the planned one
-    rerun = vllm_footprint(seat, 20000 * MIB, weights, PLATEAU, plateau_kv_bytes=kv)
+    # the KV the seat ran with at the plateau is what is subtracted, not the planned one: a
+    # raised pin grows the footprint by exactly the difference
+    rerun = vllm_footprint(seat, 20000 * MIB, weights, PLATEAU, ran)
     assert rerun["overhead_mib"] == 3310 and rerun["footprint_mib"] == 15000 + 20000 + 3310
+    assert rerun["overhead_source"] == "measured at plateau (it ran with 13000 MiB of KV there)"
     unknown_kv = vllm_footprint(seat, kv, weights, PLATEAU)
     assert (unknown_kv["overhead_mib"], unknown_kv["overhead_source"]) == (DEFAULT_OVERHEAD_MIB, "default")
-    declared = vllm_footprint(dict(seat, overhead_bytes=2560 * MIB), kv, weights, PLATEAU, kv)
+    declared = vllm_footprint(dict(seat, overhead_bytes=2560 * MIB), kv, weights, PLATEAU, ran)
     assert (declared["overhead_mib"], declared["overhead_source"]) == (2560, "declared")
     assert declared["boot_footprint_mib"] <= declared["footprint_mib"]
+
+
+@pytest.mark.parametrize("field, value", [("image", "vllm/vllm-openai:v0.32.0"), ("model", "other"),
+                                          ("max_model_len", 131072)])
+def test_a_measurement_is_not_reused_for_another_launch(field, value):
+    seat = {"name": "coder", "engine": "vllm", "image": "vllm/vllm-openai:v0.33.0", "model": "m",
+            "max_model_len": 65536}
+    ran = {"kv_cache_memory_bytes": 13000 * MIB, "image": seat["image"], "model": "m", "max_model_len": 65536}
+    ran[field] = value
+    footprint = vllm_footprint(seat, 13000 * MIB, 15000 * MIB, PLATEAU, ran)
+    assert footprint["overhead_mib"] == DEFAULT_OVERHEAD_MIB
+    assert footprint["overhead_source"] == "default: at the plateau it ran %s %s (the plan: %s)" % (
+        field, value, seat[field])
 
 
 def test_a_fixed_tenant_is_its_cap():
