@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_ansible
 from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, rebalance, report_of,
-                             state, states, twin_pair, wait_for, wait_healthy)
+                             state, states, twin, twin_pair, wait_for, wait_healthy)
 
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
@@ -91,6 +91,32 @@ def test_a_change_recreates_only_that_seat_and_keeps_a_dated_backup(twin_invento
                if g["gate"] == "free_mib_plateau"]
     assert [g["seat"] for g in plateau] == ["GPU 0", "GPU 1"] and all(g["ok"] for g in plateau), \
         "after the settle wait every GPU is re-read against the plan's spare at plateau"
+
+
+def test_a_seats_secrets_reach_its_container_and_nothing_else(twin_inventory, tmp_path):
+    token, key = "hf_twinTOKEN0123456789", "sk-twin-KEY-9876543210"
+    hosts = fleet_with(tmp_path, alpha={"max_model_len": 16384, "secret_environment": {"HF_TOKEN": token},
+                                        "environment": {"UPSTREAM_API_KEY": key, "LOG_LEVEL": "info"}})
+    proc = rebalance(hosts, twin_inventory, tmp_path / "report", "--diff", "-vvv")
+    shown = proc.stdout + proc.stderr
+    assert token not in shown and key not in shown, "a secret reached the run's output at -vvv"
+    assert "SEAT_SECRET_HF_TOKEN='<secret>'" in shown, "the diff names the secret, not its value"
+    for path in (tmp_path / "report").rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert token not in text and key not in text, "a secret is in %s" % path.name
+    plan = {s["name"]: s for s in report_of(tmp_path / "report")["hosts"]["twin1"]["plan"]["seats"]}
+    assert plan["alpha"]["launch"]["secret_environment"] == ["HF_TOKEN", "UPSTREAM_API_KEY"]
+    assert plan["alpha"]["launch"]["environment"] == {"LOG_LEVEL": "info"}
+    files = state("twin1")["files"]
+    assert token.encode() not in files["alpha/compose.yaml"] and key.encode() not in files["alpha/compose.yaml"]
+    assert b"HF_TOKEN: \"${SEAT_SECRET_HF_TOKEN:?}\"" in files["alpha/compose.yaml"]
+    assert ("SEAT_SECRET_HF_TOKEN='%s'" % token).encode() in files["alpha/.env"]
+    env_file = Path(fleet.find_host("twin1").path("/srv/compose/alpha/.env"))
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    env = twin("exec", "twin1", "--", "docker", "inspect", "--format", "{{json .Config.Env}}",
+               "vllm-alpha").stdout
+    assert "HF_TOKEN=%s" % token in env and "UPSTREAM_API_KEY=%s" % key in env and "LOG_LEVEL=info" in env
 
 
 def _lock_held() -> bool:

@@ -100,12 +100,16 @@ def _check_gpu(gpu, where, path):
                at + ".args", "a list of strings or null", args)
 
 
+def _no_constant(name):
+    raise ValueError("%s is not a number a card reports" % name)
+
+
 def load_snapshot(text, path):
     """Parse and check a snapshot; SnapshotError names the file, the field and what was expected."""
     try:
-        snapshot = json.loads(text)
+        snapshot = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        raise SnapshotError("snapshot %s: not JSON (%s)" % (path, exc))
+        raise SnapshotError("snapshot %s: not JSON (%s)" % (path, exc)) from None
     _check(isinstance(snapshot, dict), path, "the document", "a JSON object", type(snapshot).__name__)
     _check(snapshot.get("schema") == SCHEMA, path, "schema", repr(SCHEMA), snapshot.get("schema"))
     version = snapshot.get("schema_version")
@@ -134,10 +138,18 @@ def load_snapshot(text, path):
 def read_snapshot_file(path):
     """load_snapshot() on a file; unreadable files raise SnapshotError too."""
     try:
-        with open(path) as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError as exc:
         raise SnapshotError("snapshot %s: cannot read it: %s" % (path, exc.strerror or exc))
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise SnapshotError("snapshot %s: written as UTF-16 (what PowerShell 5's > writes); save it "
+                            "as UTF-8, e.g. with Out-File -Encoding utf8" % path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError("snapshot %s: not UTF-8 text (byte %d); expected the JSON gpu_info "
+                            "writes" % (path, exc.start)) from None
     return load_snapshot(text, path)
 
 
@@ -215,6 +227,38 @@ def beszel_gpus(stats):
         result[str(gpu_id)] = {"name": reading.get("n"), "used_mib": used, "total_mib": total,
                                "free_mib": None if total is None else total - used}
     return result
+
+
+def check_reading(reading, what):
+    """A gpu_info result given as data (not read from a file): what a plan reads of it (each
+    GPU's uuid, total, used and reserved MiB, its processes' MiB and seat records) checked;
+    ReadingError names ``what`` and the field."""
+    gpus = reading.get("gpus") if isinstance(reading, dict) else None
+    if not isinstance(gpus, list):
+        raise ReadingError("%s: expected a gpu_info result with a gpus list, got %r" % (what, reading))
+    for number, gpu in enumerate(gpus):
+        where = "%s: gpus[%d]" % (what, number)
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("uuid"), str):
+            raise ReadingError("%s: expected a GPU with a uuid, got %r" % (where, gpu))
+        for key in ("memory_total_mib", "memory_used_mib", "memory_reserved_mib"):
+            value = gpu.get(key)
+            if not (value is None and key == "memory_reserved_mib") and not (_is_int(value) and value >= 0):
+                raise ReadingError("%s.%s: expected a whole number >= 0, got %r" % (where, key, value))
+        processes = gpu.get("processes") or []
+        if not isinstance(processes, list):
+            raise ReadingError("%s.processes: expected a list, got %r" % (where, processes))
+        for index, process in enumerate(processes):
+            at = "%s.processes[%d]" % (where, index)
+            used = process.get("used_mib") if isinstance(process, dict) else "?"
+            if used is not None and not (_is_int(used) and used >= 0):
+                raise ReadingError("%s: expected a process with used_mib (whole MiB or null), got %r" % (at, process))
+            for key in _PROCESS_OPTIONAL_STRS:
+                if process.get(key) is not None and not isinstance(process[key], str):
+                    raise ReadingError("%s.%s: expected a string or null, got %r" % (at, key, process[key]))
+            args = process.get("args")
+            if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+                raise ReadingError("%s.args: expected a list of strings or null, got %r" % (at, args))
+    return reading
 
 
 def reading_gpus(reading, what):

@@ -34,6 +34,10 @@ SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a let
 # (a final "\n" in a name made a directory "voices\n").
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
+# A seat's health path: it becomes a string in its healthcheck's code.
+HEALTH_PATH_RE = re.compile(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
+HEALTH_PATH_EXPECTED = "a URL path such as /health (letters, digits, ._~%/- and a query)"
+
 # Environment variables whose names look like these hold secrets even when the inventory did
 # not put them in secret_environment: their values go only to the 0600 .env and are shown
 # nowhere else.

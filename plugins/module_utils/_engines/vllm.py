@@ -116,7 +116,9 @@ def normalize(check, where, raw, seat, defaults):
                    raw["kv_cache_memory_bytes"])
     seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"], MIB) \
         if "kv_cache_memory_bytes" in raw else None
-    seat["kv_factor"] = check.number(where, "kv_factor", raw.get("kv_factor", defaults["kv_factor"]))
+    # the host's factor is checked once, as the operator's variable
+    seat["kv_factor"] = check.number(where, "kv_factor", raw["kv_factor"]) if "kv_factor" in raw \
+        else defaults["kv_factor"]
     seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
                        else "exception" if "kv_factor" in raw else "rule")
     dtype = raw.get("kv_cache_dtype", "auto")
@@ -124,8 +126,8 @@ def normalize(check, where, raw, seat, defaults):
         check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
     seat["kv_cache_dtype"] = dtype
     seat["tensor_parallel_size"] = seat["gpu_count"]
-    served = raw.get("served_model_names", [name] if name else [])
-    seat["served_model_names"] = check.string_list(where, "served_model_names", served, _SERVED_NAME_RE,
+    served = raw.get("served_model_names", [name] if name else ["seat"])
+    seat["served_model_names"] = check.string_list(where, "served_model_names", served or None, _SERVED_NAME_RE,
                                                    "model names (letters, digits, ._:/@+-)") or [name]
     for field in ("tool_call_parser", "reasoning_parser"):
         seat[field] = check.text(where, field, raw[field], _PARSER_RE, "a vLLM parser name such as hermes") \

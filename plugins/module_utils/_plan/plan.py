@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, check_reading, seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     GPU_PROFILE,
@@ -147,7 +147,6 @@ def _check_options(check, options, gpus):
     if isinstance(options["boot_margin_mib"], int) and smallest and options["boot_margin_mib"] >= smallest:
         check.fail("seat_plan_boot_margin_mib", "value", "less than the smallest GPU (%d MiB)" % smallest,
                    options["boot_margin_mib"])
-    check.number("llmfleet_kv_factor", "value", options["kv_factor"])
     check.size("llmfleet_kv_round_to", "value", options["kv_round_to"], MIB)
     accept = options["accept"]
     if not isinstance(accept, dict) or set(accept) - set(ACCEPT_KEYS):
@@ -275,6 +274,12 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     cross-checks passed on purpose (ACCEPT_KEYS); ``retire``: seats no longer listed.
     """
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
+    try:
+        for reading, what in ((cards, "cards"), (plateau, "plateau")):
+            if reading:
+                check_reading(reading, what)
+    except ReadingError as exc:
+        raise PlanError("host %s: %s" % (host, exc)) from None
     check = Checker(host)
     accept, records, processes = _check_plan_inputs(check, spec, plateau_kv_planned, {
         "min_spare_mib": min_spare_mib, "boot_margin_mib": boot_margin_mib,

@@ -20,6 +20,8 @@ import re
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     CONTROL_RE,
+    HEALTH_PATH_EXPECTED,
+    HEALTH_PATH_RE,
     KV_FACTOR,
     REDACTED,
     SECRET_NAME_RE,
@@ -38,7 +40,6 @@ _DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
 _UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
 _IMAGE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 _CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
-_HEALTH_PATH_RE = re.compile(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
 # The seat's own variables in its .env; the inventory's environment cannot shadow them.
@@ -190,8 +191,8 @@ def _seat(check, position, raw, gpus, defaults):
         if raw.get("volumes") is not None else [],
         "command": check.string_list(where, "command", raw["command"])
         if raw.get("command") is not None else [],
-        "health_path": check.text(where, "health_path", raw.get("health_path", "/health"), _HEALTH_PATH_RE,
-                                  "a URL path such as /health (letters, digits, ._~%/- and a query)"),
+        "health_path": check.text(where, "health_path", raw.get("health_path", "/health"), HEALTH_PATH_RE,
+                                  HEALTH_PATH_EXPECTED),
         # docker's healthcheck: how often, and how long a boot may take before failures count
         "health_interval": raw.get("health_interval", "15s"),
         "health_start_period": raw.get("health_start_period", "20m"),
@@ -263,12 +264,17 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
                       "got %r" % (seat_defaults,))
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
+    check.number("llmfleet_kv_factor", "value", kv_factor)
     if not isinstance(seats, list):
         check.problem("llmfleet_seats", "expected a list of seats, got %r" % (seats,))
         seats = []
-    placed = [(i, seat) for i, seat in ((i, _seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor}))
-                                        for i, raw in enumerate(merged_seats(seats, seat_defaults)))
-              if seat is not None]
+    placed = []
+    for i, raw in enumerate(merged_seats(seats, seat_defaults)):
+        start = len(check.errors)
+        seat = _seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor})
+        _name_the_defaults(check, start, seats[i], raw, seat_defaults)
+        if seat is not None:
+            placed.append((i, seat))
     for field in ("name", "port", "container_name"):
         users = {}
         for i, seat in placed:
@@ -288,6 +294,17 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
         raise SeatSpecError("%d problem(s) in the inventory:\n- %s"
                             % (len(check.errors), "\n- ".join(check.errors)))
     return {"gpus": norm_gpus, "seats": norm_seats, "retire": norm_retire}
+
+
+def _name_the_defaults(check, start, own, merged, seat_defaults):
+    """A problem in a field the seat took from llmfleet_seat_defaults says so."""
+    if not isinstance(own, dict) or not isinstance(merged, dict):
+        return
+    inherited = set(merged) - set(own)
+    for number in range(start, len(check.errors)):
+        field = next((key for key in inherited if ".%s:" % key in check.errors[number]), None)
+        if field is not None:
+            check.errors[number] += " (from llmfleet_seat_defaults.%s.%s)" % (merged.get("engine"), field)
 
 
 def _retire(check, retire, listed):

@@ -25,6 +25,8 @@ import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     CONTROL_RE,
+    HEALTH_PATH_EXPECTED,
+    HEALTH_PATH_RE,
     MANAGED_LABEL,
     REDACTED,
     SECRET_VAR_PREFIX,
@@ -190,8 +192,8 @@ def render(seat, host=None, secrets=None):
 
 def _python_str(text):
     """``text`` as a Python string literal in the healthcheck's code: never code itself."""
-    if not isinstance(text, str) or not text.startswith("/") or CONTROL_RE.search(text):
-        raise RenderError("health_path: expected a URL path such as /health, got %r" % (text,))
+    if not isinstance(text, str) or not HEALTH_PATH_RE.match(text):
+        raise RenderError("health_path: expected %s, got %r" % (HEALTH_PATH_EXPECTED, text))
     return repr(text)
 
 

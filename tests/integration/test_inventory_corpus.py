@@ -1,0 +1,398 @@
+"""Malformed inventories, fat-fingered and hostile, through the real plan playbook: every one is
+refused before any host is touched, with one line naming the host, the seat or variable, and
+what was expected; nothing is written; no Python exception reaches the operator.
+
+One ansible-playbook run plans every case as its own host. Every host's address is a listening
+socket of this test: a task that contacted a host would connect to it. Adding an input class is
+one row in CASES: (name, edit, the words the refusal must contain).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, run_ansible
+
+pytestmark = pytest.mark.slow
+
+MODELS = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair" / "models"
+U0, U1 = "GPU-7a1c0001-0000-4000-8000-000000000001", "GPU-7a1c0001-0000-4000-8000-000000000002"
+H100 = "NVIDIA H100 80GB HBM3"
+
+BASE = {
+    "llmfleet_gpu_profile": "h100",
+    "llmfleet_gpus": [{"index": 0, "uuid": U0, "name": H100, "memory_total_mib": 81559},
+                      {"index": 1, "uuid": U1, "name": H100, "memory_total_mib": 81559}],
+    "llmfleet_seats": [
+        {"name": "alpha", "engine": "vllm", "model": "/srv/models/qwen3-8b",
+         "model_config": "models/qwen3-8b/config.json", "max_model_len": 32768,
+         "image": "vllm/vllm-openai:v0.33.0", "port": 8101, "weights_bytes": 16381470720,
+         "volumes": ["/srv/models:/srv/models:ro"]},
+        {"name": "beta", "engine": "vllm", "model": "/srv/models/llama-3.1-8b-instruct",
+         "model_config": "models/llama-3.1-8b-instruct/config.json", "max_model_len": 32768,
+         "kv_cache_memory_bytes": "8GiB", "image": "vllm/vllm-openai:v0.33.0", "port": 8102,
+         "weights_bytes": 16060522496},
+        {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB",
+         "image": "llmfleet/asr-seat:twin", "port": 8190, "container_port": 8000, "gpu": 0},
+    ],
+    "seat_plan_cards_source": "snapshot",
+}
+DELETE = object()
+
+
+def seat(position, **fields):
+    """An edit of seat ``position``'s fields (DELETE removes one)."""
+    def edit(host_vars, files):
+        for key, value in fields.items():
+            if value is DELETE:
+                host_vars["llmfleet_seats"][position].pop(key, None)
+            else:
+                host_vars["llmfleet_seats"][position][key] = value
+    return edit
+
+
+def gpu(position, **fields):
+    def edit(host_vars, files):
+        host_vars["llmfleet_gpus"][position].update(fields)
+    return edit
+
+
+def host(**variables):
+    def edit(host_vars, files):
+        host_vars.update(variables)
+    return edit
+
+
+def both(*edits):
+    def edit(host_vars, files):
+        for one in edits:
+            one(host_vars, files)
+    return edit
+
+
+def snapshot_doc(host_name, processes=None, total=81559):
+    """A gpu_info snapshot of the base host: ``processes`` = {gpu index: [process, ...]}."""
+    processes = processes or {}
+    gpus = []
+    for index, uuid in enumerate((U0, U1)):
+        listed = processes.get(index, [])
+        used = sum(p["used_mib"] for p in listed)
+        gpus.append({"index": index, "uuid": uuid, "name": H100, "memory_total_mib": total,
+                     "memory_used_mib": used, "memory_free_mib": total - used,
+                     "memory_reserved_mib": 0, "processes": listed})
+    return {"schema": "llmfleet.seats/gpu_snapshot", "schema_version": 1, "host": host_name,
+            "taken_at": "2026-11-30T08:00:00Z", "source": "nvml", "gpus": gpus}
+
+
+def process(pid, seat_name, used_mib, managed=True):
+    entry = {"pid": pid, "used_mib": used_mib, "name": "VLLM::EngineCore", "container": "vllm-" + seat_name,
+             "compose_project": seat_name, "compose_service": seat_name}
+    if managed:
+        entry["seat"] = seat_name
+    return entry
+
+
+def plateau(content):
+    """The plateau snapshot as ``content(host)`` (a dict is written as JSON, bytes as they are)."""
+    def edit(host_vars, files):
+        files["plateau.json"] = content
+        host_vars["llmfleet_plateau_snapshot"] = "{{ inventory_dir }}/files/{{ inventory_hostname }}/plateau.json"
+    return edit
+
+
+def cards(content):
+    def edit(host_vars, files):
+        files["cards.json"] = content
+    return edit
+
+
+BAD_NAMES = ["voices\n", "Voices", "-voices", "voi ces", "", "../etc", "a/b", "v\u00f6ices", "x\x00"]
+PLAN_FLAGS = [["--max-model-len", "131072"], ["--kv-cache-memory-bytes=60G"], ["--kv_cache_memory_bytes", "1"],
+              ["--gpu-memory-utilization=0.9"], ["--tensor-parallel-size", "2"], ["-tp", "2"],
+              ["--port", "9000"], ["--served-model-name", "x"], ["--max-model", "1"],
+              ["--kv-cache-memory", "1"], ["--tool-call-parser", "hermes"], ["--reasoning_parser=qwen3"],
+              ["--max-num-seqs", "4"], ["--block-size=32"], ["--override-generation-config", "{}"],
+              ["--pipeline-parallel-size", "2"], ["--data-parallel-size=2"],
+              ["--num-gpu-blocks-override", "10"], ["--kv-cache-dtype", "fp8"],
+              ["--enable-auto-tool-choice"], ["--default-chat-template-kwargs={}"], ["--model", "x"]]
+
+CASES = [
+    # names: whole-string grammars, no control characters
+    *[("seat name %r" % name, seat(0, name=name), "llmfleet_seats[0].name: expected lowercase letters")
+      for name in BAD_NAMES],
+    ("seat name a number", seat(0, name=12), "llmfleet_seats[0].name: expected lowercase"),
+    ("seat name missing", seat(0, name=DELETE), "llmfleet_seats[0].name: expected lowercase"),
+    ("two seats of one name", seat(1, name="alpha"), "name 'alpha' is used by llmfleet_seats[0] and llmfleet_seats[1]"),
+    ("two seats on one port", seat(1, port=8101), "port 8101 is used by llmfleet_seats[0] and llmfleet_seats[1]"),
+    ("two seats in one container", both(seat(0, container_name="c1"), seat(1, container_name="c1")),
+     "container_name 'c1' is used by"),
+    ("unknown engine", seat(0, engine="sglang"), "seat alpha: llmfleet_seats[0].engine: expected 'vllm' or 'fixed'"),
+    ("engine missing", seat(0, engine=DELETE), "llmfleet_seats[0].engine: expected"),
+    ("a typo in a field", seat(0, max_model_length=1024), "llmfleet_seats[0].max_model_length: expected a known field"),
+    ("a fixed field on a vllm seat", seat(0, memory_cap_bytes="1GiB"), "llmfleet_seats[0].memory_cap_bytes: expected a known field"),
+    *[("port %r" % value, seat(0, port=value), "llmfleet_seats[0].port: expected an integer from 1 to 65535")
+      for value in (0, 70000, -1, "8101", True, 8101.5, None)],
+    *[("image %r" % value, seat(0, image=value), "llmfleet_seats[0].image: expected an image reference")
+      for value in ("", "vllm/vllm-openai:v0.33.0\n", "img; rm -rf /", "$(id)", 5, "a b", None)],
+    *[("container_name %r" % value, seat(0, container_name=value), "llmfleet_seats[0].container_name: expected a container name")
+      for value in ("a b", "x\n", "-x", "/x", 7)],
+    # GPUs a seat names
+    ("gpu not on the host", seat(0, gpu=7), "llmfleet_seats[0].gpu: expected a GPU index (0, 1) or UUID of this host, got 7"),
+    ("gpu by an unknown UUID", seat(0, gpu="GPU-nope"), "llmfleet_seats[0].gpu: expected a GPU index (0, 1)"),
+    ("gpu a boolean", seat(0, gpu=True), "llmfleet_seats[0].gpu: expected a GPU index"),
+    ("current_gpu not on the host", seat(0, current_gpu=9), "llmfleet_seats[0].current_gpu: expected a GPU index"),
+    ("avoid_gpus unknown", seat(0, avoid_gpus=["x"]), "llmfleet_seats[0].avoid_gpus: expected a GPU index"),
+    ("a pin to a kept-clear GPU", both(gpu(1, keep_clear=True), seat(0, gpu=1)), "llmfleet_seats[0].gpu: expected a GPU that is not kept clear"),
+    ("one GPU twice for TP", seat(0, tensor_parallel_size=2, gpu=[0, 0]), "llmfleet_seats[0].gpu: expected distinct GPUs"),
+    ("TP 2 pinned to one GPU", seat(0, tensor_parallel_size=2, gpu=[0]), "expected 2 GPU(s), one per tensor-parallel rank"),
+    *[("tensor_parallel_size %r" % value, seat(0, tensor_parallel_size=value), "llmfleet_seats[0].tensor_parallel_size: expected an integer from 1")
+      for value in (0, -2, "2", 1.5)],
+    ("TP wider than the host", seat(0, tensor_parallel_size=3), "host c"),
+    # context and sizes
+    *[("max_model_len %r" % value, seat(0, max_model_len=value), "llmfleet_seats[0].max_model_len: expected an integer from 1 up")
+      for value in (0, -1, "32k", 1.5, None, True, "publish")],
+    ("max_model_len above the model's", seat(0, max_model_len=10 ** 9), "seat alpha"),
+    ("max_new_tokens above max_model_len", seat(0, max_new_tokens=65536), "llmfleet_seats[0].max_new_tokens: expected at most max_model_len (32768)"),
+    ("max_new_tokens zero", seat(0, max_new_tokens=0), "llmfleet_seats[0].max_new_tokens: expected an integer from 1"),
+    *[("kv_cache_memory_bytes %r" % value, seat(1, kv_cache_memory_bytes=value), "llmfleet_seats[1].kv_cache_memory_bytes")
+      for value in ("8.5G", "-1GiB", "abc", "1e30", 1e30, float("inf"), float("nan"), "0", 0, "16B", True, "8 GiBs")],
+    ("kv_cache_memory_bytes bare 3840", seat(1, kv_cache_memory_bytes=3840), "did you mean 3840MiB?"),
+    ("kv_cache_memory_bytes bare '8192'", seat(1, kv_cache_memory_bytes="8192"), "did you mean 8192MiB?"),
+    ("a pin and a factor", seat(1, kv_factor=1.1), "expected either a pinned budget or kv_factor, not both"),
+    *[("kv_factor %r" % value, seat(0, kv_factor=value), "llmfleet_seats[0].kv_factor: expected a finite number > 0")
+      for value in (0, -1, "x", float("inf"), float("nan"), True)],
+    *[("kv_cache_dtype %r" % value, seat(0, kv_cache_dtype=value), "llmfleet_seats[0].kv_cache_dtype: expected one of")
+      for value in ("fp7", 8, "")],
+    ("weights_bytes bare 16", seat(0, weights_bytes=16), "llmfleet_seats[0].weights_bytes: expected at least 1 MiB"),
+    ("weights_bytes a word", seat(0, weights_bytes="lots"), "llmfleet_seats[0].weights_bytes: cannot read 'lots'"),
+    ("overhead_bytes bare 100", seat(0, overhead_bytes=100), "did you mean 100MiB?"),
+    ("a fixed cap bare 3840", seat(2, memory_cap_bytes=3840), "llmfleet_seats[2].memory_cap_bytes: expected at least 1 MiB"),
+    ("a fixed cap missing", seat(2, memory_cap_bytes=DELETE), "llmfleet_seats[2].memory_cap_bytes: expected the tenant's fixed memory cap"),
+    ("a fixed cap negative", seat(2, memory_cap_bytes="-1MiB"), "llmfleet_seats[2].memory_cap_bytes: cannot read '-1MiB'"),
+    ("a fixed boot size bare", seat(2, memory_boot_bytes=10), "llmfleet_seats[2].memory_boot_bytes: expected at least 1 MiB"),
+    *[("container_port %r" % value, seat(2, container_port=value), "llmfleet_seats[2].container_port: expected an integer from 1 to 65535")
+      for value in (0, "x", 70000)],
+    ("a seat too big for any GPU", seat(1, kv_cache_memory_bytes="200GiB"), "host c"),
+    # what the seat serves
+    *[("served_model_names %r" % (value,), seat(0, served_model_names=value), "llmfleet_seats[0].served_model_names: expected a list of model names")
+      for value in ([], "alpha", ["a b"], ["x\n"], [1], [""])],
+    *[("tool_call_parser %r" % value, seat(0, tool_call_parser=value), "llmfleet_seats[0].tool_call_parser: expected a vLLM parser name")
+      for value in ("a b", "x;y", 5, "hermes\n")],
+    ("reasoning_parser a number", seat(0, reasoning_parser=5), "llmfleet_seats[0].reasoning_parser: expected a vLLM parser name"),
+    *[("default_chat_template_kwargs %r" % (value,), seat(0, default_chat_template_kwargs=value),
+       "llmfleet_seats[0].default_chat_template_kwargs: expected a dict of plain values")
+      for value in ("x", {"a": float("nan")}, [1])],
+    *[("%s %r" % (field, value), seat(0, **{field: value}), "llmfleet_seats[0].%s: expected an integer from 1" % field)
+      for field, value in (("max_num_seqs", 0), ("block_size", "16"), ("max_num_batched_tokens", -5))],
+    # extra args cannot set what the plan owns, in any spelling
+    *[("extra_args %s" % " ".join(args), seat(0, extra_args=args), "llmfleet_seats[0].extra_args: expected flags the plan does not set")
+      for args in PLAN_FLAGS],
+    *[("extra_args %r" % (value,), seat(0, extra_args=value), "llmfleet_seats[0].extra_args: expected a list of non-empty strings")
+      for value in ("--enforce-eager", [1], ["--x\n"])],
+    # health check: nothing reaches its code
+    *[("health_path %r" % value, seat(0, health_path=value), "llmfleet_seats[0].health_path: expected a URL path such as /health")
+      for value in ("health", "/health'); import os; os.system('id'); ('", "/h\n", "/a b", '/x"y', 5, "", "/x$(id)")],
+    *[("health_interval %r" % value, seat(0, health_interval=value), "llmfleet_seats[0].health_interval: expected a docker duration")
+      for value in ("15", "15 s", "15s\n", 15, "1d")],
+    ("health_start_period a word", seat(0, health_start_period="soon"), "llmfleet_seats[0].health_start_period: expected a docker duration"),
+    # environment: names, scalars, secrets
+    ("environment a string", seat(0, environment="A=B"), "llmfleet_seats[0].environment: expected a dict of NAME: value"),
+    *[("environment name %r" % name, seat(0, environment={name: "x"}), "llmfleet_seats[0].environment key: expected a variable name")
+      for name in ("1A", "A-B", "SEAT_PORT", "A B", "A\n")],
+    *[("environment value %r" % (value,), seat(0, environment={"X": value}),
+       "llmfleet_seats[0].environment.X: expected a string, number or boolean on one line")
+      for value in ({"nested": 1}, [1], None, "a\nb", float("nan"))],
+    ("a secret with a quote", seat(0, secret_environment={"HF_TOKEN": "a'b"}), "secret_environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
+    ("a token-named variable with a quote", seat(0, environment={"HF_TOKEN": "a'b"}), "environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
+    ("secret_environment a list", seat(0, secret_environment=["HF_TOKEN"]), "llmfleet_seats[0].secret_environment: expected a dict of NAME: value, got <secret>"),
+    ("a secret nested", seat(0, secret_environment={"T": {"a": 1}}), "secret_environment.T: expected a string, number or boolean"),
+    ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "2"}), "expected one value (it is in environment and secret_environment)"),
+    # volumes and command
+    *[("volumes %r" % (value,), seat(0, volumes=value), "llmfleet_seats[0].volumes: expected a list of volumes such as /srv/models:/models:ro")
+      for value in ("x", ["/a"], ["/a:/b\n"], ["a b:/c"], [1], ["/a:b"])],
+    *[("command %r" % (value,), seat(2, command=value), "llmfleet_seats[2].command: expected a list of non-empty strings")
+      for value in ("cmd", [1], ["x\n"], [""])],
+    # the host's GPUs
+    ("no GPUs", host(llmfleet_gpus=[]), "llmfleet_gpus: expected a non-empty list of GPUs"),
+    ("GPUs not a list", host(llmfleet_gpus="0,1"), "llmfleet_gpus: expected a non-empty list of GPUs"),
+    ("a GPU not a dict", host(llmfleet_gpus=["GPU-0"]), "llmfleet_gpus[0].entry: expected a dict"),
+    *[("GPU uuid %r" % value, gpu(1, uuid=value), "llmfleet_gpus[1].uuid: expected a GPU UUID")
+      for value in ("nope", "GPU-x\n", 5, "GPU-a b")],
+    *[("GPU index %r" % value, gpu(1, index=value), "llmfleet_gpus[1].index: expected an integer from 0 up")
+      for value in (-1, "1", True)],
+    ("two GPUs of one index", gpu(1, index=0), "llmfleet_gpus.index: expected a different index per GPU"),
+    ("two GPUs of one UUID", gpu(1, uuid=U0), "llmfleet_gpus.uuid: expected a different uuid per GPU"),
+    *[("GPU memory_total_mib %r" % value, gpu(0, memory_total_mib=value), "llmfleet_gpus[0].memory_total_mib: expected an integer from 1 up")
+      for value in (0, "80GiB", 81559.5)],
+    ("GPU keep_clear a word", gpu(0, keep_clear="yes"), "llmfleet_gpus[0].keep_clear: expected true or false"),
+    ("GPU unknown field", gpu(0, memory=81559), "llmfleet_gpus[0].memory: expected one of"),
+    # the seat list and its neighbours
+    ("seats a string", host(llmfleet_seats="alpha"), "llmfleet_seats: expected a list of seats"),
+    ("seats a dict", host(llmfleet_seats={"alpha": {}}), "llmfleet_seats: expected a list of seats"),
+    ("a seat a string", host(llmfleet_seats=["alpha"]), "llmfleet_seats[0].entry: expected a dict describing a seat"),
+    ("seat defaults a string", host(llmfleet_seat_defaults="x"), "llmfleet_seat_defaults: expected {vllm:"),
+    ("seat defaults for an unknown engine", host(llmfleet_seat_defaults={"sglang": {}}), "llmfleet_seat_defaults: expected {vllm:"),
+    ("seat defaults with a bad volume", host(llmfleet_seat_defaults={"vllm": {"volumes": ["x"]}}),
+     "llmfleet_seats[1].volumes: expected a list of volumes such as /srv/models:/models:ro without control characters, "
+     "got ['x'] (from llmfleet_seat_defaults.vllm.volumes)"),
+    ("retire a string", host(llmfleet_retire="alpha"), "llmfleet_retire: expected a list of seat names"),
+    ("retire a listed seat", host(llmfleet_retire=["alpha"]), "llmfleet_retire[0]: seat alpha is both listed in llmfleet_seats and to be retired"),
+    ("retire a bad name", host(llmfleet_retire=["Old\n"]), "llmfleet_retire[0]: expected a seat name"),
+    # the plan's own options
+    ("min spare negative", host(seat_plan_min_spare_mib=-1), "seat_plan_min_spare_mib.value: expected an integer from 0 up"),
+    ("boot margin negative", host(seat_plan_boot_margin_mib=-1), "seat_plan_boot_margin_mib.value: expected an integer from 0 up"),
+    ("boot margin above a card", host(seat_plan_boot_margin_mib=100000), "seat_plan_boot_margin_mib.value: expected less than the smallest GPU (81559 MiB)"),
+    ("kv factor zero", host(llmfleet_kv_factor=0), "llmfleet_kv_factor.value: expected a finite number > 0"),
+    ("kv factor infinite", host(llmfleet_kv_factor=float("inf")), "llmfleet_kv_factor"),
+    ("kv rounding a word", host(llmfleet_kv_round_to="half"), "llmfleet_kv_round_to.value: cannot read 'half'"),
+    ("kv rounding bare", host(llmfleet_kv_round_to=1), "llmfleet_kv_round_to.value: expected at least 1 MiB"),
+    ("plateau_kv_planned", host(seat_plan_plateau_kv_planned=True), "seat_plan_plateau_kv_planned: a plateau's measurement is only reused"),
+    ("accept a string", host(llmfleet_plan_accept="all"), "seat_plan_accept.value: expected a dict with"),
+    ("accept an unknown key", host(llmfleet_plan_accept={"everything": True}), "seat_plan_accept.value: expected a dict with"),
+    ("plateau_ran a string", host(llmfleet_plateau_ran={"alpha": "8GiB"}), "llmfleet_plateau_ran.alpha.value: expected {kv_cache_memory_bytes"),
+    ("plateau_ran a bad size", host(llmfleet_plateau_ran={"alpha": {"kv_cache_memory_bytes": "abc"}}), "llmfleet_plateau_ran.alpha.kv_cache_memory_bytes: cannot read"),
+    ("plateau_ran an unknown field", host(llmfleet_plateau_ran={"alpha": {"kv": 1}}), "llmfleet_plateau_ran.alpha.value: expected"),
+    ("plateau_kv a bare size", host(seat_plan_plateau_kv={"alpha": 8}), "seat_plan_plateau_kv.alpha: expected at least 1 MiB"),
+    # model configs
+    ("model_config missing", seat(0, model_config="models/qwen3-8b/missing.json"), "seat alpha"),
+    ("model_config a directory without a config", seat(0, model_config="models"), "seat alpha"),
+    ("model_config not JSON", seat(0, model_config="models/../../../../../../etc/hostname"), "seat alpha"),
+    ("model_config empty", seat(0, model_config=""), "llmfleet_seats[0].model_config: expected a non-empty string"),
+    ("model with a quote", seat(0, model="/srv/models/it's"), "llmfleet_seats[0].model: expected a Hugging Face model id"),
+    ("model with a newline", seat(0, model="Qwen/Qwen3-8B\n"), "llmfleet_seats[0].model: expected a Hugging Face model id"),
+    # the cards and the snapshots must agree with the inventory
+    ("memory_total_mib not the card's", both(gpu(0, memory_total_mib=48000), cards(snapshot_doc)),
+     "llmfleet_gpus[0]: memory_total_mib is 48000 in the inventory but 81559 on the card"),
+    ("a cards snapshot of another host", cards(lambda name: snapshot_doc("elsewhere")),
+     "the reading of the cards: recorded on host elsewhere, not"),
+    ("a plateau of another host", plateau(lambda name: snapshot_doc("elsewhere")),
+     "the plateau snapshot: recorded on host elsewhere"),
+    ("a plateau with a seat no longer listed", plateau(lambda name: snapshot_doc(name, {0: [process(101, "old-alpha", 30000)]})),
+     "it shows seat old-alpha, which the inventory does not list"),
+    ("a fixed tenant above its cap at plateau", plateau(lambda name: snapshot_doc(name, {0: [process(102, "asr", 5000, False)]})),
+     "memory_cap_bytes is 3840 MiB but the plateau snapshot shows the seat holding 5000 MiB"),
+    ("a plateau without the inventory's GPUs", plateau(lambda name: dict(snapshot_doc(name), gpus=[])),
+     "the plateau snapshot has no GPU"),
+    ("a truncated plateau", plateau(lambda name: json.dumps(snapshot_doc(name)).encode()[:200]), "llmfleet_plateau_snapshot: snapshot"),
+    ("a plateau in UTF-16", plateau(lambda name: json.dumps(snapshot_doc(name)).encode("utf-16")), "written as UTF-16"),
+    ("a binary plateau", plateau(lambda name: b"\x00\x01\x02\xff\xfe\x80" * 10), "llmfleet_plateau_snapshot: snapshot"),
+    ("a plateau with NaN", plateau(lambda name: json.dumps(snapshot_doc(name)).replace('"memory_used_mib": 0', '"memory_used_mib": NaN', 1).encode()),
+     "NaN is not a number a card reports"),
+    ("a plateau that is a list", plateau(lambda name: b"[]"), "the document: expected a JSON object"),
+    ("a plateau that is missing", host(llmfleet_plateau_snapshot="/nonexistent/plateau.json"), "llmfleet_plateau_snapshot: snapshot /nonexistent/plateau.json: cannot read it"),
+    ("a plateau process with a bad args list", plateau(lambda name: snapshot_doc(name, {0: [dict(process(103, "alpha", 30000), args="--x")]})),
+     "processes[0].args: expected a list of strings"),
+    ("a cards snapshot that is missing", host(seat_plan_cards_snapshot="/nonexistent/cards.json"), "seat_plan_cards_snapshot: snapshot /nonexistent/cards.json: cannot read it"),
+]
+
+
+class _Listener:
+    """A TCP port standing in for every case's host: it counts whoever connects."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def _write_case(inventory: Path, name: str, edit, port: int) -> None:
+    host_vars = copy.deepcopy(BASE)
+    files = {"cards.json": snapshot_doc}
+    edit(host_vars, files)
+    case_dir = inventory / "files" / name
+    case_dir.mkdir(parents=True)
+    for file_name, content in files.items():
+        content = content(name)
+        (case_dir / file_name).write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    host_vars.setdefault("seat_plan_cards_snapshot", str(case_dir / "cards.json"))
+    host_vars.update({"ansible_host": "127.0.0.1", "ansible_port": port, "ansible_connection": "ssh",
+                      "ansible_user": "nobody"})
+    (inventory / "host_vars" / ("%s.yml" % name)).write_text(yaml.safe_dump(host_vars, sort_keys=False))
+
+
+def _first_failure(report: dict) -> dict:
+    """host -> the message of its first failed or unreachable task."""
+    failures = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for name, result in task["hosts"].items():
+                if name in failures:
+                    continue
+                failed_items = [item for item in result.get("results") or [] if item.get("failed")]
+                if result.get("unreachable"):
+                    failures[name] = "UNREACHABLE: %s" % result.get("msg")
+                elif failed_items:
+                    failures[name] = failed_items[0].get("msg") or json.dumps(failed_items[0])
+                elif result.get("failed"):
+                    failures[name] = result.get("msg") or json.dumps(result)
+    return failures
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """(host of each case, output dir, listener, host -> refusal) after one plan run."""
+    root = tmp_path_factory.mktemp("corpus")
+    inventory, output = root / "inventory", root / "out"
+    (inventory / "host_vars").mkdir(parents=True)
+    shutil.copytree(MODELS, inventory / "models")
+    listener = _Listener()
+    names = {}
+    for number, (label, edit, _expected) in enumerate([("valid", host(), None)] + CASES):
+        names[label] = "c%03d" % number
+        _write_case(inventory, names[label], edit, listener.port)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {n: None for n in names.values()}}}))
+    try:
+        proc = run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/plan.yml", "-f", "8",
+                            "-e", "llmfleet_report_dir=%s" % output],
+                           extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}, timeout=900)
+    finally:
+        listener.close()
+    assert "Traceback" not in proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    return {"names": names, "output": output, "listener": listener, "failures": _first_failure(report)}
+
+
+def test_the_corpus_is_large_and_a_valid_host_plans(refusals):
+    assert len(CASES) >= 150
+    valid = refusals["names"]["valid"]
+    assert valid not in refusals["failures"], refusals["failures"].get(valid)
+    assert (refusals["output"] / ("%s-plan.json" % valid)).is_file(), "the harness can succeed"
+
+
+def test_no_case_contacted_its_host(refusals):
+    assert refusals["listener"].connections == 0
+
+
+@pytest.mark.parametrize("label, expected", [(label, expected) for label, _edit, expected in CASES],
+                         ids=[label for label, _edit, _expected in CASES])
+def test_each_malformed_input_is_refused_naming_host_and_field(refusals, label, expected):
+    name = refusals["names"][label]
+    message = refusals["failures"].get(name)
+    assert message is not None, "%s (%s) was accepted" % (label, name)
+    assert "host %s" % name in message, message
+    assert expected in message, message
+    assert "Traceback" not in message and "unexpected" not in message, message
+    assert not list(refusals["output"].glob("%s*" % name)), "a refused run wrote the plan of %s" % name
