@@ -396,3 +396,132 @@ def test_each_malformed_input_is_refused_naming_host_and_field(refusals, label, 
     assert expected in message, message
     assert "Traceback" not in message and "unexpected" not in message, message
     assert not list(refusals["output"].glob("%s*" % name)), "a refused run wrote the plan of %s" % name
+
+
+# -- the modules directly ------------------------------------------------------------------------
+PLAN_SEAT = {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": [U0], "container": "vllm-alpha",
+             "health_path": "/health", "max_model_len": 32768, "kv_cache_memory_bytes": 4 * 1024 ** 3,
+             "gpu_memory_utilization": 0.5,
+             "launch": {"image": "vllm/vllm-openai:v0.33.0", "model": "/srv/models/qwen3-8b",
+                        "served_model_names": ["alpha"], "environment": {}, "secret_environment": [],
+                        "volumes": [], "command": [], "health_interval": "15s", "health_start_period": "20m"}}
+
+
+def plan_seat(**changes):
+    seat = copy.deepcopy(PLAN_SEAT)
+    for key, value in changes.items():
+        if key.startswith("launch."):
+            seat["launch"][key[len("launch."):]] = value
+        else:
+            seat[key] = value
+    return seat
+
+
+# (name, module, its arguments ({dir} is the case's own directory), the words the failure must contain)
+MODULE_CASES = [
+    ("env_mode a YAML number", "seat_files", {"project_dir": "{dir}/p", "seat": PLAN_SEAT, "env_mode": 600, "validate": False},
+     "env_mode: expected an octal mode as a quoted string"),
+    ("compose_mode a word", "seat_files", {"project_dir": "{dir}/p", "seat": PLAN_SEAT, "compose_mode": "rw", "validate": False},
+     "compose_mode: expected an octal mode"),
+    ("backup_date with a newline", "seat_files", {"project_dir": "{dir}/p", "seat": PLAN_SEAT, "backup_date": "20261101\n"},
+     "backup_date: expected YYYYMMDD"),
+    ("backup_tag a path", "seat_files", {"project_dir": "{dir}/p", "seat": PLAN_SEAT, "backup_tag": "rebal/../x"},
+     "backup_tag: expected letters"),
+    ("project_dir a file", "seat_files", {"project_dir": "{dir}/a-file", "seat": PLAN_SEAT, "validate": False},
+     "expected a directory above it, found a file"),
+    (".env a directory", "seat_files", {"project_dir": "{dir}/env-dir", "seat": PLAN_SEAT, "validate": False},
+     "expected a file, found a directory"),
+    ("a health path as code", "seat_files", {"project_dir": "{dir}/p", "validate": False,
+                                             "seat": plan_seat(health_path="/h'); import os; os.system('id'); ('")},
+     "health_path: expected a URL path such as /health"),
+    ("a secret without its value", "seat_files", {"project_dir": "{dir}/p", "validate": False,
+                                                  "seat": plan_seat(**{"launch.secret_environment": ["HF_TOKEN"]})},
+     "secret_environment.HF_TOKEN: expected its value in the secrets given to the render"),
+    ("secret names not a list", "seat_files", {"project_dir": "{dir}/p", "validate": False,
+                                               "seat": plan_seat(**{"launch.secret_environment": "HF_TOKEN"})},
+     "launch.secret_environment: expected a list of variable names"),
+    ("a secret with a newline", "seat_files", {"project_dir": "{dir}/p", "validate": False, "secrets": {"HF_TOKEN": "a\nb"},
+                                               "seat": plan_seat(**{"launch.secret_environment": ["HF_TOKEN"]})},
+     "SEAT_SECRET_HF_TOKEN: a .env value cannot carry a single quote or a control character safely, got <secret>"),
+    ("an unknown runtime", "seat_files", {"project_dir": "{dir}/p", "seat": plan_seat(runtime="systemd")},
+     "seat alpha: runtime: expected one of compose"),
+    ("a model with a quote", "seat_files", {"project_dir": "{dir}/p", "validate": False,
+                                            "seat": plan_seat(**{"launch.model": "it's"})},
+     "SEAT_MODEL: a .env value cannot carry a single quote"),
+    ("restore a file outside the seat", "seat_files", {"project_dir": "{dir}/p", "state": "restored",
+                                                       "restore": {".env": {"path": "{dir}/other/.env", "backup": None}}},
+     "restore..env: expected {dir}/p/.env, one of the seat's files"),
+    ("restore a file the runtime does not write", "seat_files", {"project_dir": "{dir}/p", "state": "restored",
+                                                                 "restore": {"passwd": {"path": "{dir}/p/passwd", "created": True}}},
+     "restore.passwd: expected {dir}/p/passwd, one of the seat's files (.env, compose.yaml)"),
+    ("restore from a backup elsewhere", "seat_files", {"project_dir": "{dir}/p", "state": "restored",
+                                                       "restore": {".env": {"path": "{dir}/p/.env", "backup": "/etc/hostname"}}},
+     "restore..env: backup: expected {dir}/p/.env.bak-YYYYMMDD-<tag> beside it"),
+    ("restore an entry that is a string", "seat_files", {"project_dir": "{dir}/p", "state": "restored",
+                                                         "restore": {".env": "x"}},
+     "restore..env: expected {dir}/p/.env"),
+    ("a plan seat without launch", "seat_files", {"project_dir": "{dir}/p", "seat": {"name": "alpha", "engine": "vllm",
+                                                                                   "port": 8101, "gpus": [U0]}},
+     "seat alpha: launch: expected the plan seat's launch inputs"),
+    ("seat_plan with a plateau of strings", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
+                                                          "plateau": {"gpus": "x"}},
+     "host h: plateau: expected a gpu_info result with a gpus list"),
+    ("seat_plan with cards missing memory", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
+                                                          "cards": {"gpus": [{"uuid": U0}]}},
+     "host h: cards: gpus[0].memory_total_mib: expected a whole number >= 0, got None"),
+    ("seat_plan with accept a list", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [], "accept": ["all"]},
+     "seat_plan_accept.value: expected a dict with"),
+    ("seat_sizing with seats of strings", "seat_sizing", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [{"name": "x\n"}]},
+     "llmfleet_seats[0].name: expected lowercase"),
+    ("gpu_info a directory as snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": "{dir}"},
+     "snapshot {dir}: cannot read it"),
+    ("kv_budget a word for the context", "kv_budget", {"model_config_path": str(MODELS / "qwen3-8b" / "config.json"),
+                                                       "max_model_len": "long"}, "max_model_len"),
+    ("kv_budget a missing config", "kv_budget", {"model_config_path": "{dir}/none.json", "max_model_len": 1024}, "{dir}/none.json"),
+    ("rebalance_lock a journal of strings", "rebalance_lock", {"path": "{dir}/lock", "run_id": "r1", "state": "journaled",
+                                                               "journal": {"files": "x"}}, "lock"),
+    ("seat_gates seats without names", "seat_gates", {"phase": "after_boot", "seats": [{"port": 1}]},
+     "seats/cards/plan_gpus: expected seat_plan and gpu_info results, missing or malformed 'container'"),
+    ("rebalance_report a section of strings", "rebalance_report", {"report_dir": "{dir}/r", "run_id": "r1", "host": "h",
+                                                                   "section": {"status": 5}}, "section"),
+    ("seat_placement a negative capacity", "seat_placement", {"gpus": [{"id": "a", "capacity_mib": -5}],
+                                                              "seats": [{"name": "s", "need_mib": 1}]}, "capacity"),
+    ("gateway_routes a missing config", "gateway_routes", {"path": "{dir}/none.yaml",
+                                                           "seats": [{"name": "s", "host": "h", "port": 1}]}, "{dir}/none.yaml"),
+    ("vllm_boot_info a budget that is a word", "vllm_boot_info", {"log": "", "expected_kv_cache_memory_bytes": "lots"},
+     "expected_kv_cache_memory_bytes"),
+]
+
+
+@pytest.fixture(scope="module")
+def module_refusals(tmp_path_factory):
+    root = tmp_path_factory.mktemp("modules")
+    tasks = []
+    for number, (label, module, args, _expected) in enumerate(MODULE_CASES):
+        case_dir = root / ("m%03d" % number)
+        (case_dir / "env-dir" / ".env").mkdir(parents=True)
+        (case_dir / "a-file").write_text("not a directory\n")
+        text = json.dumps(args).replace("{dir}", str(case_dir))
+        tasks.append({"name": label, "llmfleet.seats.%s" % module: json.loads(text),
+                      "register": "case_%03d" % number, "ignore_errors": True})
+    playbook = root / "modules.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}], sort_keys=False))
+    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)],
+                       extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    results = {}
+    for task in json.loads(proc.stdout)["plays"][0]["tasks"]:
+        results[task["task"]["name"]] = task["hosts"]["localhost"]
+    return root, results
+
+
+@pytest.mark.parametrize("label, expected", [(label, expected) for label, _m, _a, expected in MODULE_CASES],
+                         ids=[label for label, _m, _a, _e in MODULE_CASES])
+def test_each_module_refuses_a_malformed_argument_in_one_line(module_refusals, label, expected):
+    root, results = module_refusals
+    number = [case[0] for case in MODULE_CASES].index(label)
+    result = results[label]
+    message = result.get("msg") or ""
+    assert result.get("failed"), "%s was accepted: %s" % (label, json.dumps(result)[:500])
+    assert expected.replace("{dir}", str(root / ("m%03d" % number))) in message, message
+    assert "unexpected" not in message and "Traceback" not in message, message
