@@ -100,7 +100,7 @@ def test_a_seats_secrets_reach_its_container_and_nothing_else(twin_inventory, tm
     proc = rebalance(hosts, twin_inventory, tmp_path / "report", "--diff", "-vvv")
     shown = proc.stdout + proc.stderr
     assert token not in shown and key not in shown, "a secret reached the run's output at -vvv"
-    assert "SEAT_SECRET_HF_TOKEN='<secret>'" in shown, "the diff names the secret, not its value"
+    assert "SEAT_SECRET_HF_TOKEN='<secret changed>'" in shown, "the diff names the secret, not its value"
     for path in (tmp_path / "report").rglob("*"):
         if path.is_file():
             text = path.read_text()

@@ -16,7 +16,6 @@ import re
 import shutil
 import tempfile
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import REDACTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
     backup_path_for,
     check_backup_name_parts,
@@ -94,12 +93,11 @@ def _text(data):
 
 
 def _diff(runtime, name, before_header, after_header, before, after):
-    """A diff entry that shows no secret: a changed one reads <secret changed>."""
-    shown_before, shown_after = runtime.redact(name, _text(before)), runtime.redact(name, _text(after))
-    if shown_before == shown_after and before != after and before is not None and after is not None:
-        shown_after += "# %s changed\n" % REDACTED.replace("secret", "secret value")
+    """A diff entry that shows no secret: one that changes reads <secret changed>."""
+    before_text, after_text = _text(before), _text(after)
     return {"before_header": before_header, "after_header": after_header,
-            "before": shown_before, "after": shown_after}
+            "before": runtime.redact(name, before_text),
+            "after": runtime.redact(name, after_text, before_text if before is not None else None)}
 
 
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,

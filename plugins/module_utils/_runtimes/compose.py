@@ -125,14 +125,21 @@ def render_env(seat, host=None, secrets=None):
     return "\n".join(lines) + "\n"
 
 
-_SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=.*$" % SECRET_VAR_PREFIX, re.MULTILINE)
+_SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
+SECRET_CHANGED = "<secret changed>"
 
 
-def redact(name, text):
-    """A file's text as a diff may show it: every secret in the .env replaced."""
+def redact(name, text, before=None):
+    """A file's text as a diff may show it: every secret in the .env replaced by <secret>, or by
+    <secret changed> where it differs from ``before`` (the text it replaces)."""
     if name != ENV_FILE:
         return text
-    return _SECRET_LINE_RE.sub(lambda match: "%s='%s'" % (match.group(1), REDACTED), text)
+    old = dict(_SECRET_LINE_RE.findall(before)) if before is not None else {}
+
+    def shown(match):
+        changed = before is not None and old.get(match.group(1)) != match.group(2)
+        return "%s='%s'" % (match.group(1), SECRET_CHANGED if changed else REDACTED)
+    return _SECRET_LINE_RE.sub(shown, text)
 
 
 def seat_compose(seat):

@@ -11,8 +11,8 @@
   mode each gets when it is created (a file that exists keeps its own);
 - ``render(seat, host, secrets)`` -> ``{file name: text}`` for a plan seat, deterministic
   (RenderError); ``secrets`` holds the values of the seat's ``launch.secret_environment``, which
-  only a file its owner alone reads may carry; ``redact(name, text)``: that file's text with
-  every secret replaced (what a diff shows);
+  only a file its owner alone reads may carry; ``redact(name, text, before=None)``: that file's
+  text with every secret replaced, marked where it differs from ``before`` (what a diff shows);
 - ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
   (``{file name: path}``), or None;
 - ``start(project_dir, docker, wait_timeout, check_mode)``, ``stop(project_dir, docker,

@@ -1,12 +1,22 @@
-"""Seat files' names and modes: backup names that cannot carry a path or a line break, and file
-modes only as octal strings (a bare YAML 600 is decimal, mode 0o1130)."""
+"""Seat files' names and modes: backup names that cannot carry a path or a line break, file
+modes only as octal strings (a bare YAML 600 is decimal, mode 0o1130), and secrets that reach
+the .env alone."""
 
 from __future__ import annotations
+
+import json
+import os
 
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import BackupError, check_backup_name_parts
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import SeatFilesError, file_mode
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
+    SeatFilesError,
+    file_mode,
+    present,
+    restored,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose
 
 
 @pytest.mark.parametrize("value, mode", [("0600", 0o600), ("600", 0o600), ("0644", 0o644)])
@@ -25,3 +35,37 @@ def test_anything_else_is_refused_naming_the_option(value):
 def test_backup_names_are_refused_whole(date, tag):
     with pytest.raises(BackupError):
         check_backup_name_parts(date, tag)
+
+
+SEAT = {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": ["GPU-a"], "container": "vllm-alpha",
+        "health_path": "/health", "max_model_len": 32768, "kv_cache_memory_bytes": 4 * 1024 ** 3,
+        "gpu_memory_utilization": 0.5,
+        "launch": {"image": "vllm/vllm-openai:v0.33.0", "model": "m", "served_model_names": ["alpha"],
+                   "environment": {"LOG_LEVEL": "info"}, "secret_environment": ["HF_TOKEN"]}}
+
+
+def _present(tmp_path, secrets):
+    return present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201",
+                   {".env": 0o600, "compose.yaml": 0o644}, False, None, False, os.rename, secrets)
+
+
+def test_a_secret_is_written_to_the_env_alone_and_a_diff_never_shows_it(tmp_path):
+    first = _present(tmp_path, {"HF_TOKEN": "hf_first"})
+    assert "hf_first" not in json.dumps(first)
+    assert "SEAT_SECRET_HF_TOKEN='<secret>'" in first["diff"][0]["after"], "a new file: nothing to compare"
+    env = (tmp_path / ".env").read_text()
+    assert "SEAT_SECRET_HF_TOKEN='hf_first'" in env and (tmp_path / ".env").stat().st_mode & 0o777 == 0o600
+    assert "hf_first" not in (tmp_path / "compose.yaml").read_text()
+    assert _present(tmp_path, {"HF_TOKEN": "hf_first"})["changed"] is False, "a second run changes nothing"
+
+    second = _present(tmp_path, {"HF_TOKEN": "hf_second"})
+    shown = json.dumps(second)
+    assert second["changed"] and "hf_first" not in shown and "hf_second" not in shown
+    env_diff = next(d for d in second["diff"] if d["after_header"].endswith(".env"))
+    assert "SEAT_SECRET_HF_TOKEN='<secret>'" in env_diff["before"]
+    assert "SEAT_SECRET_HF_TOKEN='<secret changed>'" in env_diff["after"]
+    assert [d["after_header"] for d in second["diff"]] == [str(tmp_path / ".env")], "compose.yaml holds no value"
+
+    back = restored(compose, str(tmp_path), second["files"], False)
+    assert "hf_second" not in json.dumps(back) and "hf_first" not in json.dumps(back)
+    assert "SEAT_SECRET_HF_TOKEN='hf_first'" in (tmp_path / ".env").read_text()
