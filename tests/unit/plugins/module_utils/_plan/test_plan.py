@@ -99,3 +99,55 @@ def test_an_infeasible_fleet_names_the_gpus_and_the_shortfall(inventory):
     with pytest.raises(PlanError) as caught:
         build_plan("twin1", GPUS, seats, str(inventory), min_spare_mib=0)
     assert "host twin1:" in str(caught.value) and "MiB" in str(caught.value)
+
+
+def _recorded(seat_mib, **ran):
+    """A plateau whose alpha process carries the record gpu_info writes for a managed seat."""
+    snapshot = _cards(seat_mib=seat_mib)
+    args = ["/models/qwen3-8b", "--port", "8101", "--max-model-len", str(ran.get("max_model_len", 32768)),
+            "--kv-cache-memory-bytes", str(ran.get("kv", 8 * GIB)), "--gpu-memory-utilization", "0.5"]
+    snapshot["gpus"][0]["processes"][0].update(seat="alpha", image=ran.get("image", "vllm/vllm-openai:v0.33.0"),
+                                               args=args)
+    snapshot["gpus"][1]["processes"] = []
+    snapshot["gpus"][1]["memory_used_mib"] = 0
+    return snapshot
+
+
+def test_a_raised_pin_grows_the_measured_footprint_by_the_difference(inventory):
+    plateau = _recorded(16 * 1024 + 8 * 1024 + 3000)
+    before = build_plan("twin1", GPUS, SEATS, str(inventory), plateau=plateau)
+    raised = [dict(SEATS[0], kv_cache_memory_bytes="12GiB")] + SEATS[1:]
+    after = build_plan("twin1", GPUS, raised, str(inventory), plateau=plateau)
+    alpha = {plan_id: next(s for s in plan["seats"] if s["name"] == "alpha")
+             for plan_id, plan in (("before", before), ("after", after))}
+    assert alpha["before"]["overhead_mib"] == alpha["after"]["overhead_mib"] == 3000
+    assert alpha["after"]["footprint_mib"] - alpha["before"]["footprint_mib"] == 4 * 1024
+    assert alpha["after"]["overhead_source"] == "measured at plateau (it ran with 8192 MiB of KV there)"
+
+
+@pytest.mark.parametrize("ran, why", [({"image": "vllm/vllm-openai:v0.32.0"}, "image vllm/vllm-openai:v0.32.0"),
+                                      ({"max_model_len": 16384}, "max_model_len 16384 (the plan: 32768)")])
+def test_a_measurement_of_another_launch_falls_back_to_the_default_and_says_so(inventory, ran, why):
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory), plateau=_recorded(16 * 1024 + 8 * 1024 + 3000, **ran))
+    alpha = next(s for s in plan["seats"] if s["name"] == "alpha")
+    assert alpha["overhead_mib"] == 2304 and why in alpha["overhead_source"]
+    assert alpha["overhead_source"].startswith("default: at the plateau it ran ")
+
+
+def test_a_plateau_of_a_seat_no_longer_listed_is_refused_unless_retired_or_accepted(inventory):
+    plateau = _recorded(30000)
+    renamed = [dict(SEATS[0], name="alpha2", port=8111)] + SEATS[1:]
+    with pytest.raises(PlanError, match="it shows seat alpha, which the inventory does not list"):
+        build_plan("twin1", GPUS, renamed, str(inventory), plateau=plateau)
+    for extra in ({"retire": ["alpha"]}, {"accept": {"unknown_plateau_seats": ["alpha"]}}):
+        plan = build_plan("twin1", GPUS, renamed, str(inventory), plateau=plateau, **extra)
+        assert plan["gpus"][0]["background_mib"] == 30000, "its memory counts as another tenant's"
+
+
+def test_a_snapshot_of_another_host_is_refused_unless_accepted(inventory):
+    cards = dict(_cards(), snapshot={"host": "twin9", "path": "/x/cards.json"})
+    with pytest.raises(PlanError, match=r"the reading of the cards: recorded on host twin9, not twin1 "
+                                        r"\(/x/cards.json\); expected a snapshot of this host, or "
+                                        r"seat_plan_accept.snapshot_host: twin9"):
+        build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
+    assert build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards, accept={"snapshot_host": "twin9"})
