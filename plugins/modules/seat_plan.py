@@ -18,8 +18,8 @@ description:
   - Counts each seat's footprint per GPU, weights + KV + runtime overhead; the overhead is
     measured from O(plateau) (the seat's process memory less weights and the KV it ran with)
     where it can be, else the seat's C(overhead_bytes), else a default. A measurement is only
-    reused for the image, model and context the seat ran when the plateau was recorded: the
-    snapshot's own record of each seat this collection runs, else O(plateau_ran), else
+    reused for the image, model and context the seat ran when the plateau was recorded, as the
+    snapshot's own record of each seat this collection runs says, else O(plateau_ran), else
     O(plateau_kv) (the KV alone).
   - Cross-checks the inventory against the cards and the snapshots (the GPUs' memory, the host
     a snapshot was recorded on, seats the plateau shows that the inventory no longer lists, a
@@ -53,7 +53,7 @@ options:
   plateau_kv:
     description:
       - Seat name to the KV bytes it ran with when O(plateau) was recorded (sizes such as
-        C(22GiB) work): O(plateau_ran) with the KV alone.
+        C(22GiB) work), that is O(plateau_ran) with the KV alone.
     type: dict
   plateau_kv_planned:
     description:

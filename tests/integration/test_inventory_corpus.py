@@ -210,11 +210,15 @@ CASES = [
     *[("environment value %r" % (value,), seat(0, environment={"X": value}),
        "llmfleet_seats[0].environment.X: expected a string, number or boolean on one line")
       for value in ({"nested": 1}, [1], None, "a\nb", float("nan"))],
-    ("a secret with a quote", seat(0, secret_environment={"HF_TOKEN": "a'b"}), "secret_environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
-    ("a token-named variable with a quote", seat(0, environment={"HF_TOKEN": "a'b"}), "environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
-    ("secret_environment a list", seat(0, secret_environment=["HF_TOKEN"]), "llmfleet_seats[0].secret_environment: expected a dict of NAME: value, got <secret>"),
+    ("a secret with a quote", seat(0, secret_environment={"HF_TOKEN": "a'b"}),
+     "secret_environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
+    ("a token-named variable with a quote", seat(0, environment={"HF_TOKEN": "a'b"}),
+     "environment.HF_TOKEN: expected a string, number or boolean on one line without a single quote, got <secret>"),
+    ("secret_environment a list", seat(0, secret_environment=["HF_TOKEN"]),
+     "llmfleet_seats[0].secret_environment: expected a dict of NAME: value, got <secret>"),
     ("a secret nested", seat(0, secret_environment={"T": {"a": 1}}), "secret_environment.T: expected a string, number or boolean"),
-    ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "2"}), "expected one value (it is in environment and secret_environment)"),
+    ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "2"}),
+     "expected one value (it is in environment and secret_environment)"),
     # volumes and command
     *[("volumes %r" % (value,), seat(0, volumes=value), "llmfleet_seats[0].volumes: expected a list of volumes such as /srv/models:/models:ro")
       for value in ("x", ["/a"], ["/a:/b\n"], ["a b:/c"], [1], ["/a:b"])],
@@ -258,7 +262,8 @@ CASES = [
     ("accept a string", host(llmfleet_plan_accept="all"), "seat_plan_accept.value: expected a dict with"),
     ("accept an unknown key", host(llmfleet_plan_accept={"everything": True}), "seat_plan_accept.value: expected a dict with"),
     ("plateau_ran a string", host(llmfleet_plateau_ran={"alpha": "8GiB"}), "llmfleet_plateau_ran.alpha.value: expected {kv_cache_memory_bytes"),
-    ("plateau_ran a bad size", host(llmfleet_plateau_ran={"alpha": {"kv_cache_memory_bytes": "abc"}}), "llmfleet_plateau_ran.alpha.kv_cache_memory_bytes: cannot read"),
+    ("plateau_ran a bad size", host(llmfleet_plateau_ran={"alpha": {"kv_cache_memory_bytes": "abc"}}),
+     "llmfleet_plateau_ran.alpha.kv_cache_memory_bytes: cannot read"),
     ("plateau_ran an unknown field", host(llmfleet_plateau_ran={"alpha": {"kv": 1}}), "llmfleet_plateau_ran.alpha.value: expected"),
     ("plateau_kv a bare size", host(seat_plan_plateau_kv={"alpha": 8}), "seat_plan_plateau_kv.alpha: expected at least 1 MiB"),
     # model configs
@@ -287,10 +292,12 @@ CASES = [
     ("a plateau with NaN", plateau(lambda name: json.dumps(snapshot_doc(name)).replace('"memory_used_mib": 0', '"memory_used_mib": NaN', 1).encode()),
      "NaN is not a number a card reports"),
     ("a plateau that is a list", plateau(lambda name: b"[]"), "the document: expected a JSON object"),
-    ("a plateau that is missing", host(llmfleet_plateau_snapshot="/nonexistent/plateau.json"), "llmfleet_plateau_snapshot: snapshot /nonexistent/plateau.json: cannot read it"),
+    ("a plateau that is missing", host(llmfleet_plateau_snapshot="/nonexistent/plateau.json"),
+     "llmfleet_plateau_snapshot: snapshot /nonexistent/plateau.json: cannot read it"),
     ("a plateau process with a bad args list", plateau(lambda name: snapshot_doc(name, {0: [dict(process(103, "alpha", 30000), args="--x")]})),
      "processes[0].args: expected a list of strings"),
-    ("a cards snapshot that is missing", host(seat_plan_cards_snapshot="/nonexistent/cards.json"), "seat_plan_cards_snapshot: snapshot /nonexistent/cards.json: cannot read it"),
+    ("a cards snapshot that is missing", host(seat_plan_cards_snapshot="/nonexistent/cards.json"),
+     "seat_plan_cards_snapshot: snapshot /nonexistent/cards.json: cannot read it"),
 ]
 
 
@@ -308,7 +315,7 @@ class _Listener:
     def _serve(self):
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn, _address = self.sock.accept()
             except OSError:
                 return
             self.connections += 1
@@ -460,8 +467,8 @@ MODULE_CASES = [
     ("restore an entry that is a string", "seat_files", {"project_dir": "{dir}/p", "state": "restored",
                                                          "restore": {".env": "x"}},
      "restore..env: expected {dir}/p/.env"),
-    ("a plan seat without launch", "seat_files", {"project_dir": "{dir}/p", "seat": {"name": "alpha", "engine": "vllm",
-                                                                                   "port": 8101, "gpus": [U0]}},
+    ("a plan seat without launch", "seat_files",
+     {"project_dir": "{dir}/p", "seat": {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": [U0]}},
      "seat alpha: launch: expected the plan seat's launch inputs"),
     ("seat_plan with a plateau of strings", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
                                                           "plateau": {"gpus": "x"}},

@@ -92,4 +92,3 @@ def _shown(got):
         return REDACTED
     text = repr(got)
     return text if len(text) <= 120 else text[:117] + "..."
-

@@ -15,6 +15,7 @@ and says what was expected. GPU references (index or UUID) become UUIDs; sizes b
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
@@ -113,7 +114,7 @@ def _scalar_text(value):
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return json.dumps(value) if value == value and abs(value) != float("inf") else None
+        return json.dumps(value) if math.isfinite(value) else None
     if isinstance(value, str) and not CONTROL_RE.search(value):
         return value
     return None
@@ -288,7 +289,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
     for i, seat in placed:
         if seat["gpu"] and set(seat["gpu"]) & clear:
             check.fail(_seat_where(i, seat["name"]), "gpu", "a GPU that is not kept clear", seat["gpu"])
-    norm_seats = [seat for _, seat in placed]
+    norm_seats = [seat for _position, seat in placed]
     norm_retire = _retire(check, retire, {seat["name"] for seat in norm_seats})
     if check.errors:
         raise SeatSpecError("%d problem(s) in the inventory:\n- %s"

@@ -179,20 +179,23 @@ def test_a_managed_seat_records_what_it_ran():
         "Image": "vllm/vllm-openai:v0.33.0", "Cmd": ["Qwen/Qwen3.5-2B", "--max-model-len", "262144"],
         "Labels": {"com.docker.compose.project": "gen-small", "com.docker.compose.service": "gen-small",
                    "io.llmfleet.seat": "gen-small"}}}
+
     class Inspected:
         docker_host = None
 
         def inspect(self, ids):
             return {A: attrs, B: {"Id": B, "Name": "/x", "Config": {"Image": "i", "Cmd": ["an-arg"]}}}, None
 
-    records, _ = Containers(Inspected()).inspect([A, B])
+    records, why = Containers(Inspected()).inspect([A, B])
+    assert why is None
     record, unmanaged = records[A], records[B]
     assert (record["seat"], record["image"], record["args"]) == (
         "gen-small", "vllm/vllm-openai:v0.33.0", ["Qwen/Qwen3.5-2B", "--max-model-len", "262144"])
     assert (unmanaged["seat"], unmanaged["image"], unmanaged["args"]) == (None, None, None), \
         "only seats this collection runs are recorded"
-    result, _ = attribute_processes(gpus(), TableEngine({A: record, B: unmanaged}), read_cgroup=read_cgroup,
-                                    read_age=lambda pid: 60)
+    result, warnings = attribute_processes(gpus(), TableEngine({A: record, B: unmanaged}), read_cgroup=read_cgroup,
+                                           read_age=lambda pid: 60)
+    assert warnings == []
     seat, scratch = result[0]["processes"][:2]
     assert seat["seat"] == "gen-small" and seat["args"][0] == "Qwen/Qwen3.5-2B"
     assert "seat" not in scratch and "args" not in scratch
