@@ -234,7 +234,7 @@ CASES = [
       for value in (-1, "1", True)],
     ("two GPUs of one index", gpu(1, index=0), "llmfleet_gpus.index: expected a different index per GPU"),
     ("two GPUs of one UUID", gpu(1, uuid=U0), "llmfleet_gpus.uuid: expected a different uuid per GPU"),
-    *[("GPU memory_total_mib %r" % value, gpu(0, memory_total_mib=value), "llmfleet_gpus[0].memory_total_mib: expected an integer from 1 up")
+    *[("GPU memory_total_mib %r" % value, gpu(0, memory_total_mib=value), "llmfleet_gpus[0].memory_total_mib: expected an integer from 1 to")
       for value in (0, "80GiB", 81559.5)],
     ("GPU keep_clear a word", gpu(0, keep_clear="yes"), "llmfleet_gpus[0].keep_clear: expected true or false"),
     ("GPU unknown field", gpu(0, memory=81559), "llmfleet_gpus[0].memory: expected one of"),

@@ -250,9 +250,20 @@ def check_plan_seat(seat, fail):
     launch = seat.get("launch") or {}
     if not isinstance(launch.get("model"), str) or not launch.get("model"):
         fail("launch.model", "a non-empty string", launch.get("model"))
-    extra = launch.get("extra_args") or []
-    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-        fail("launch.extra_args", "a list of strings", extra)
+    for field in ("extra_args", "served_model_names"):
+        items = launch.get(field) or []
+        if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
+            fail("launch.%s" % field, "a list of strings", items)
+    for field in ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_new_tokens"):
+        value = launch.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            fail("launch.%s" % field, "a positive integer or null", value)
+    for field in ("kv_cache_dtype", "tool_call_parser", "reasoning_parser"):
+        if launch.get(field) is not None and not isinstance(launch[field], str):
+            fail("launch.%s" % field, "a string or null", launch[field])
+    kwargs = launch.get("default_chat_template_kwargs")
+    if kwargs is not None and not (isinstance(kwargs, dict) and _json_safe(kwargs)):
+        fail("launch.default_chat_template_kwargs", "a dict of plain values or null", kwargs)
     tp = launch.get("tensor_parallel_size", 1)
     if tp != len(seat["gpus"]):
         fail("gpus", "one GPU per tensor-parallel rank (%s)" % tp, seat["gpus"])

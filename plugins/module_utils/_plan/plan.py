@@ -163,8 +163,11 @@ def _check_options(check, options, gpus):
 def _ran_records(check, spec, plateau, plateau_ran, plateau_kv):
     """``{seat: what it ran when the plateau was recorded}``: from its container in the
     snapshot, else the operator's ``plateau_ran`` record, else ``plateau_kv`` (its KV alone)."""
-    records = {}
-    processes = {}
+    records, processes = {}, {}
+    for variable, value in (("llmfleet_plateau_ran", plateau_ran), ("seat_plan_plateau_kv", plateau_kv)):
+        if value is not None and not isinstance(value, dict):
+            check.problem(variable, "expected a dict of seat name: record, got %r" % (value,))
+            return records, processes
     for gpu in (plateau or {}).get("gpus") or []:
         for process in gpu.get("processes") or []:
             if process.get("seat"):

@@ -29,6 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import LARGEST, MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
 
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
@@ -65,7 +66,7 @@ def _gpus(check, gpus):
             check.fail(where, key, "one of %s (unknown field)" % ", ".join(sorted(_GPU_KEYS)), gpu[key])
         index = check.integer(where, "index", gpu.get("index"), 0)
         uuid = check.text(where, "uuid", gpu.get("uuid"), _UUID_RE, "a GPU UUID such as GPU-5a1c0c6e-...")
-        total = check.positive_int(where, "memory_total_mib", gpu.get("memory_total_mib"))
+        total = check.positive_int(where, "memory_total_mib", gpu.get("memory_total_mib"), LARGEST // MIB)
         keep_clear = gpu.get("keep_clear", False)
         if not isinstance(keep_clear, bool):
             check.fail(where, "keep_clear", "true or false", keep_clear)
@@ -86,8 +87,9 @@ def _gpu_refs(check, where, field, value, gpus, count=None):
     if value is None:
         return None
     refs = value if isinstance(value, list) else [value]
-    by_index = {gpu["index"]: gpu["uuid"] for gpu in gpus}
-    by_uuid = {gpu["uuid"] for gpu in gpus}
+    valid = [gpu for gpu in gpus if gpu["index"] is not None and gpu["uuid"] is not None]
+    by_index = {gpu["index"]: gpu["uuid"] for gpu in valid}
+    by_uuid = {gpu["uuid"] for gpu in valid}
     uuids = []
     for ref in refs:
         if isinstance(ref, int) and not isinstance(ref, bool) and ref in by_index:
@@ -211,9 +213,12 @@ def _seat(check, position, raw, gpus, defaults):
 def merged_seats(seats, seat_defaults):
     """The inventory's seats with ``llmfleet_seat_defaults`` filled in per engine."""
     seat_defaults = seat_defaults if isinstance(seat_defaults, dict) else {}
-    return [dict(seat_defaults.get(raw.get("engine"), {}), **raw)
-            if isinstance(raw, dict) and isinstance(seat_defaults.get(raw.get("engine"), {}), dict) else raw
-            for raw in seats]
+    merged = []
+    for raw in seats:
+        engine = raw.get("engine") if isinstance(raw, dict) else None
+        defaults = seat_defaults.get(engine) if isinstance(engine, str) else None
+        merged.append(dict(defaults, **raw) if isinstance(defaults, dict) else raw)
+    return merged
 
 
 def seat_secrets(seats, name, seat_defaults=None):

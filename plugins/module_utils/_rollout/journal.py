@@ -16,9 +16,11 @@ class JournalError(ValueError):
 
 
 def _files_by_seat(value, what):
-    if not isinstance(value, dict):
-        raise JournalError("%s: expected {seat: seat_files 'files' result}, got %s"
-                           % (what, type(value).__name__))
+    """``value`` checked as {seat: {file name: entry dict}}."""
+    if not isinstance(value, dict) or not all(
+            isinstance(files, dict) and all(isinstance(entry, dict) for entry in files.values())
+            for files in value.values() if files is not None):
+        raise JournalError("%s: expected {seat: seat_files 'files' result}, got %r" % (what, value))
     return value
 
 

@@ -32,8 +32,14 @@ def rebalance_steps(plan, changed, running, cards):
     ``changed`` the seats whose files changed; ``running`` the managed seats running now (names);
     ``cards`` a gpu_info result read now (for what each running seat holds).
     """
-    if not isinstance(plan, dict) or not isinstance(plan.get("seats"), list):
-        raise StepsError("plan: expected a seat_plan result with a 'seats' list")
+    if not isinstance(plan, dict) or not isinstance(plan.get("seats"), list) or not all(
+            isinstance(seat, dict) and isinstance(seat.get("name"), str) and isinstance(seat.get("gpus"), list)
+            and all(isinstance(gpu, str) for gpu in seat["gpus"])
+            and isinstance(seat.get("footprint_mib"), int) for seat in plan["seats"]):
+        raise StepsError("plan: expected a seat_plan result with a 'seats' list (name, gpus, footprint_mib)")
+    if not all(isinstance(names, list) and all(isinstance(n, str) for n in names)
+               for names in (changed or [], running or [], plan.get("retire") or [])):
+        raise StepsError("changed, running and the plan's retire: expected lists of seat names")
     seats = {seat["name"]: seat for seat in plan["seats"]}
     changed, running = set(changed or []), set(running or [])
     unknown = changed - set(seats)

@@ -72,7 +72,7 @@ def _validated(seat):
     name = seat.get("name")
     if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
         _fail(seat, "name", SEAT_NAME_EXPECTED + " (a compose project name)", name)
-    if seat.get("engine") not in ENGINES:
+    if not isinstance(seat.get("engine"), str) or seat["engine"] not in ENGINES:
         _fail(seat, "engine", " or ".join(repr(engine) for engine in ENGINES), seat.get("engine"))
     port = seat.get("port")
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535:
@@ -85,6 +85,20 @@ def _validated(seat):
         _fail(seat, "launch", "the plan seat's launch inputs (a dict)", launch)
     if not isinstance(launch.get("image"), str) or not launch["image"]:
         _fail(seat, "launch.image", "a non-empty string", launch.get("image"))
+    environment = launch.get("environment") or {}
+    if not isinstance(environment, dict) or not all(
+            isinstance(k, str) and _PLAIN_KEY_RE.match(k) and isinstance(v, str) and not CONTROL_RE.search(v)
+            for k, v in environment.items()):
+        _fail(seat, "launch.environment", "{NAME: text} (the plan's normal form)", environment)
+    for field in ("volumes", "command"):
+        items = launch.get(field) or []
+        if not isinstance(items, list) or not all(isinstance(i, str) and not CONTROL_RE.search(i) for i in items):
+            _fail(seat, "launch.%s" % field, "a list of strings", items)
+    for field in ("health_interval", "health_start_period"):
+        if not isinstance(launch.get(field, "1s"), str):
+            _fail(seat, "launch.%s" % field, "a docker duration", launch.get(field))
+    if not isinstance(seat.get("container", ""), str):
+        _fail(seat, "container", "a container name", seat.get("container"))
     engine_of(seat).check_plan_seat(seat, lambda field, expected, got: _fail(seat, field, expected, got))
     return seat
 
@@ -120,8 +134,8 @@ def seat_env(seat, secrets=None):
 
 def render_env(seat, host=None, secrets=None):
     """The ``.env`` file's text. Values are single-quoted: compose reads them literally."""
-    lines = [_header(seat, host)]
-    lines += ["%s='%s'" % (key, value) for key, value in seat_env(seat, secrets)]
+    env = seat_env(seat, secrets)
+    lines = [_header(seat, host)] + ["%s='%s'" % (key, value) for key, value in env]
     return "\n".join(lines) + "\n"
 
 

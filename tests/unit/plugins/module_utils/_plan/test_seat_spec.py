@@ -115,7 +115,7 @@ def test_gpu_list_problems_name_the_entry_and_field():
     gpus[3]["index"] = 0
     message = problems([], gpus)
     assert "host fv-ml1: llmfleet_gpus[1].uuid: expected a GPU UUID such as GPU-5a1c0c6e-..., got 'nope'" in message
-    assert "host fv-ml1: llmfleet_gpus[2].memory_total_mib: expected an integer from 1 up, got 0" in message
+    assert "host fv-ml1: llmfleet_gpus[2].memory_total_mib: expected an integer from 1 to 1073741824, got 0" in message
     assert "host fv-ml1: llmfleet_gpus.index: expected a different index per GPU, got 0" in message
 
 
