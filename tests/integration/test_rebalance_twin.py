@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import run_ansible
 from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, rebalance, report_of,
@@ -117,6 +118,24 @@ def test_a_seats_secrets_reach_its_container_and_nothing_else(twin_inventory, tm
     env = twin("exec", "twin1", "--", "docker", "inspect", "--format", "{{json .Config.Env}}",
                "vllm-alpha").stdout
     assert "HF_TOKEN=%s" % token in env and "UPSTREAM_API_KEY=%s" % key in env and "LOG_LEVEL=info" in env
+
+
+def test_a_seat_the_inventory_dropped_is_stopped_only_when_retired(twin_inventory, tmp_path):
+    before = states()
+    hosts = fleet_with(tmp_path)
+    host_vars = hosts.parent / "host_vars" / "twin1.yml"
+    emptied = yaml.safe_load(host_vars.read_text())
+    emptied["llmfleet_seats"] = []
+    host_vars.write_text(yaml.safe_dump(emptied))
+    proc = rebalance(hosts, twin_inventory, tmp_path / "refused", "--check", check=False)
+    assert proc.returncode != 0
+    assert ("host twin1: alpha, asr, beta, gamma run here but the inventory no longer lists them; a seat "
+            "is only stopped when llmfleet_retire names it") in proc.stdout
+    emptied["llmfleet_retire"] = sorted(TWIN1_SEATS)
+    host_vars.write_text(yaml.safe_dump(emptied))
+    proc = rebalance(hosts, twin_inventory, tmp_path / "retired", "--check")
+    assert "stop first: alpha, asr, beta, gamma" in proc.stdout
+    assert states() == before, "a dry run changed a host"
 
 
 def _lock_held() -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 
 from conftest import run_ansible
+from support.need import need_root_and
 
 SEAT = {  # a plan seat: seat_plan's plan.seats[]
     "name": "gen-small", "engine": "vllm", "port": 8011, "container": "vllm-gen-small",
@@ -117,3 +119,23 @@ def test_a_killed_runs_temp_files_are_cleared_by_the_next_write(tmp_path):
     result, _out = _play(tmp_path, SEAT)
     assert not result["changed"]
     assert sorted(p.name for p in project.iterdir()) == [".env", "compose.yaml"]
+
+
+def test_an_unwritable_seat_directory_is_one_line_and_changes_nothing(tmp_path):
+    need_root_and("chattr")
+    project = tmp_path / "gen-small"
+    _play(tmp_path, SEAT)
+    before = {path.name: path.read_bytes() for path in project.iterdir()}
+    subprocess.run(["chattr", "+i", str(project)], check=True)  # not even root may add a backup
+    try:
+        args = {"project_dir": str(project), "seat": dict(SEAT, kv_cache_memory_bytes=6442450944),
+                "backup_date": "20261005", "validate": False}
+        proc = run_ansible(["ansible", "localhost", "-c", "local", "-m", "llmfleet.seats.seat_files",
+                            "-a", json.dumps(args)])
+    finally:
+        subprocess.run(["chattr", "-i", str(project)], check=True)
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in shown and "unexpected" not in shown, shown
+    assert "%s/.llmfleet-" % project in shown or "%s/.env.bak-20261005-rebal" % project in shown, shown
+    assert "Operation not permitted" in shown, shown
+    assert {path.name: path.read_bytes() for path in project.iterdir()} == before, "nothing changed"
