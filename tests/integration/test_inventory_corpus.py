@@ -46,6 +46,8 @@ BASE = {
     "seat_plan_cards_source": "snapshot",
 }
 DELETE = object()
+# A secret the cases carry: no refusal, and nothing the run prints, may show it.
+TOKEN = "hf_corpusSECRET0123456789"
 
 
 def seat(position, **fields):
@@ -205,7 +207,7 @@ CASES = [
     ("health_start_period a word", seat(0, health_start_period="soon"), "llmfleet_seats[0].health_start_period: expected a docker duration"),
     # environment: names, scalars, secrets
     ("environment a string", seat(0, environment="A=B"), "llmfleet_seats[0].environment: expected a dict of NAME: value"),
-    *[("environment name %r" % name, seat(0, environment={name: "x"}), "llmfleet_seats[0].environment key: expected a variable name")
+    *[("environment name %r" % name, seat(0, environment={name: "x"}), "llmfleet_seats[0].environment name: expected a variable name")
       for name in ("1A", "A-B", "SEAT_PORT", "A B", "A\n")],
     *[("environment value %r" % (value,), seat(0, environment={"X": value}),
        "llmfleet_seats[0].environment.X: expected a string, number or boolean on one line")
@@ -219,6 +221,16 @@ CASES = [
     ("a secret nested", seat(0, secret_environment={"T": {"a": 1}}), "secret_environment.T: expected a string, number or boolean"),
     ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "2"}),
      "expected one value (it is in environment and secret_environment)"),
+    ("a secret in a misspelt field", seat(0, secret_enviroment={"HF_TOKEN": TOKEN}), "secret_enviroment: expected a known field"),
+    ("a token as an unknown field", seat(0, hf_token=TOKEN), "llmfleet_seats[0].hf_token: expected a known field for a vllm seat (typo?), got <secret>"),
+    ("a token in seat defaults for an unknown engine", host(llmfleet_seat_defaults={"sglang": {"environment": {"HF_TOKEN": TOKEN}}}),
+     "llmfleet_seat_defaults: expected {vllm:"),
+    ("a token in a seat list that is a dict", host(llmfleet_seats={"alpha": {"secret_environment": {"HF_TOKEN": TOKEN}}}),
+     "llmfleet_seats: expected a list of seats"),
+    ("a token in a seat given as a list", host(llmfleet_seats=[[{"environment": {"API_KEY": TOKEN}}]]),
+     "llmfleet_seats[0].entry: expected a dict describing a seat"),
+    ("a token beside a bad name", both(seat(0, name="Alpha"), seat(0, environment={"HF_TOKEN": TOKEN, "X": {"a": 1}})),
+     "llmfleet_seats[0].environment.X: expected a string"),
     # volumes and command
     *[("volumes %r" % (value,), seat(0, volumes=value), "llmfleet_seats[0].volumes: expected a list of volumes such as /srv/models:/models:ro")
       for value in ("x", ["/a"], ["/a:/b\n"], ["a b:/c"], [1], ["/a:b"])],
@@ -378,6 +390,7 @@ def refusals(tmp_path_factory):
     finally:
         listener.close()
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr, "a secret reached the run's output"
     report = json.loads(proc.stdout)
     return {"names": names, "output": output, "listener": listener, "failures": _first_failure(report)}
 

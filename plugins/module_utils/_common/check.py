@@ -14,7 +14,11 @@ from __future__ import annotations
 import math
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, REDACTED
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    CONTROL_RE,
+    REDACTED,
+    SECRET_NAME_RE,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, human_bytes, to_bytes
 
 _BARE_NUMBER_RE = re.compile(r"\A\s*\d+\s*\Z")
@@ -28,8 +32,10 @@ class Checker:
     def fail(self, where, field, expected, got):
         self.errors.append("host %s: %s.%s: expected %s, got %s" % (self.host, where, field, expected, _shown(got)))
 
-    def problem(self, where, text):
-        self.errors.append("host %s: %s: %s" % (self.host, where, text))
+    def problem(self, where, text, got=None):
+        """A problem in words; ``got`` (shown as fail shows it) is appended as ", got ..."."""
+        self.errors.append("host %s: %s: %s%s" % (self.host, where, text,
+                                                  "" if got is None else ", got %s" % _shown(got)))
 
     def integer(self, where, field, value, minimum, maximum=None):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
@@ -87,8 +93,18 @@ def _is_bare(value):
 
 
 def _shown(got):
-    """What an error shows of a value: its repr, cut short; a secret never."""
+    """What an error shows of a value: its repr, cut short; a secret never (a value under a
+    name that looks like one is replaced, however deep)."""
     if got is REDACTED:
         return REDACTED
-    text = repr(got)
+    text = repr(_without_secret_values(got))
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _without_secret_values(value):
+    if isinstance(value, dict):
+        return {key: REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key)
+                else _without_secret_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_secret_values(item) for item in value]
+    return value

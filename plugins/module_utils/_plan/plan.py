@@ -166,7 +166,7 @@ def _ran_records(check, spec, plateau, plateau_ran, plateau_kv):
     records, processes = {}, {}
     for variable, value in (("llmfleet_plateau_ran", plateau_ran), ("seat_plan_plateau_kv", plateau_kv)):
         if value is not None and not isinstance(value, dict):
-            check.problem(variable, "expected a dict of seat name: record, got %r" % (value,))
+            check.problem(variable, "expected a dict of seat name: record", value)
             return records, processes
     for gpu in (plateau or {}).get("gpus") or []:
         for process in gpu.get("processes") or []:

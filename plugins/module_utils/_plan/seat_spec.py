@@ -54,7 +54,7 @@ class SeatSpecError(ValueError):
 
 def _gpus(check, gpus):
     if not isinstance(gpus, list) or not gpus:
-        check.problem("llmfleet_gpus", "expected a non-empty list of GPUs, got %r" % (gpus,))
+        check.problem("llmfleet_gpus", "expected a non-empty list of GPUs", gpus)
         return []
     out = []
     for position, gpu in enumerate(gpus):
@@ -135,7 +135,7 @@ def _environment(check, where, raw):
         for name, value in values.items():
             hidden = field == "secret_environment" or (isinstance(name, str) and SECRET_NAME_RE.search(name))
             if not isinstance(name, str) or not _ENV_NAME_RE.match(name) or name.startswith(_RESERVED_ENV_PREFIX):
-                check.fail(where, "%s key" % field, "a variable name (letters, digits, '_'; not "
+                check.fail(where, "%s name" % field, "a variable name (letters, digits, '_'; not "
                            "starting with %s, the seat's own)" % _RESERVED_ENV_PREFIX, name)
                 continue
             text = _scalar_text(value)
@@ -170,7 +170,9 @@ def _seat(check, position, raw, gpus, defaults):
         check.fail(where, "engine", " or ".join(repr(name) for name in ENGINES), raw.get("engine"))
         return None
     for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS, key=str):
-        check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, raw[key])
+        shown = REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key) and not isinstance(
+            raw[key], (dict, list)) and key not in engine.FIELDS else raw[key]
+        check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, shown)
 
     tp = engine.gpu_count(check, where, raw)
     plain, secret = _environment(check, where, raw)
@@ -266,19 +268,19 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
     seat_defaults = {} if seat_defaults is None else seat_defaults
     if not isinstance(seat_defaults, dict) or set(seat_defaults) - set(ENGINES) or not all(
             isinstance(value, dict) for value in seat_defaults.values()):
-        check.problem("llmfleet_seat_defaults", "expected {vllm: {field: value}, fixed: {field: value}}, "
-                      "got %r" % (seat_defaults,))
+        check.problem("llmfleet_seat_defaults", "expected {vllm: {field: value}, fixed: {field: value}}",
+                      seat_defaults)
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
     check.number("llmfleet_kv_factor", "value", kv_factor)
     if not isinstance(seats, list):
-        check.problem("llmfleet_seats", "expected a list of seats, got %r" % (seats,))
+        check.problem("llmfleet_seats", "expected a list of seats", seats)
         seats = []
     placed = []
     for i, raw in enumerate(merged_seats(seats, seat_defaults)):
         start = len(check.errors)
         seat = _seat(check, i, raw, norm_gpus, {"kv_factor": kv_factor})
-        _name_the_defaults(check, start, seats[i], raw, seat_defaults)
+        _name_the_defaults(check, start, seats[i], raw)
         if seat is not None:
             placed.append((i, seat))
     for field in ("name", "port", "container_name"):
@@ -302,7 +304,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
     return {"gpus": norm_gpus, "seats": norm_seats, "retire": norm_retire}
 
 
-def _name_the_defaults(check, start, own, merged, seat_defaults):
+def _name_the_defaults(check, start, own, merged):
     """A problem in a field the seat took from llmfleet_seat_defaults says so."""
     if not isinstance(own, dict) or not isinstance(merged, dict):
         return
@@ -317,13 +319,13 @@ def _retire(check, retire, listed):
     if retire is None:
         return []
     if not isinstance(retire, list):
-        check.problem("llmfleet_retire", "expected a list of seat names, got %r" % (retire,))
+        check.problem("llmfleet_retire", "expected a list of seat names", retire)
         return []
     out = []
     for position, name in enumerate(retire):
         where = "llmfleet_retire[%d]" % position
         if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
-            check.problem(where, "expected a seat name (%s), got %r" % (SEAT_NAME_EXPECTED, name))
+            check.problem(where, "expected a seat name (%s)" % SEAT_NAME_EXPECTED, name)
         elif name in listed:
             check.problem(where, "seat %s is both listed in llmfleet_seats and to be retired; "
                           "expected one or the other" % name)
