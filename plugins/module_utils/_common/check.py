@@ -30,7 +30,9 @@ class Checker:
         self.errors = []
 
     def fail(self, where, field, expected, got):
-        self.errors.append("host %s: %s.%s: expected %s, got %s" % (self.host, where, field, expected, _shown(got)))
+        """``where.field`` (or ``where`` alone when ``field`` is None) was not what was expected."""
+        name = where if field is None else "%s.%s" % (where, field)
+        self.errors.append("host %s: %s: expected %s, got %s" % (self.host, name, expected, _shown(got)))
 
     def problem(self, where, text, got=None):
         """A problem in words; ``got`` (shown as fail shows it) is appended as ", got ..."."""
@@ -67,7 +69,7 @@ class Checker:
         """Bytes from a size as written (``22GiB``, ``8G``, a byte count). With ``smallest``, a
         smaller size is refused: a bare ``3840`` meant as MiB is 3,840 bytes."""
         try:
-            size = to_bytes(value, "%s.%s" % (where, field))
+            size = to_bytes(value, where if field is None else "%s.%s" % (where, field))
         except SizeError as exc:
             self.errors.append("host %s: %s" % (self.host, exc))
             return None

@@ -29,11 +29,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     MARGIN_MIB,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     RAN_FIELDS,
@@ -139,18 +139,17 @@ ACCEPT_KEYS = {
 }
 
 
-def _check_options(check, options, gpus):
-    """The plan's own options (the role's seat_plan_* variables)."""
-    for field in ("min_spare_mib", "boot_margin_mib", "default_overhead_mib"):
-        check.integer("seat_plan_%s" % field, "value", options[field], 0)
+def _check_options(check, gpus, accept, kv_round_to, **mib):
+    """The plan's own options (the role's seat_plan_* variables); the ``accept`` to use."""
+    for field, value in sorted(mib.items()):
+        check.integer("seat_plan_%s" % field, None, value, 0)
     smallest = min((gpu["memory_total_mib"] or 0 for gpu in gpus), default=0)
-    if isinstance(options["boot_margin_mib"], int) and smallest and options["boot_margin_mib"] >= smallest:
-        check.fail("seat_plan_boot_margin_mib", "value", "less than the smallest GPU (%d MiB)" % smallest,
-                   options["boot_margin_mib"])
-    check.size("llmfleet_kv_round_to", "value", options["kv_round_to"], MIB)
-    accept = options["accept"]
+    margin = mib["boot_margin_mib"]
+    if isinstance(margin, int) and smallest and margin >= smallest:
+        check.fail("seat_plan_boot_margin_mib", None, "less than the smallest GPU (%d MiB)" % smallest, margin)
+    check.size("llmfleet_kv_round_to", None, kv_round_to, MIB)
     if not isinstance(accept, dict) or set(accept) - set(ACCEPT_KEYS):
-        check.fail("seat_plan_accept", "value", "a dict with %s" % ", ".join(sorted(ACCEPT_KEYS)), accept)
+        check.fail("seat_plan_accept", None, "a dict with %s" % ", ".join(sorted(ACCEPT_KEYS)), accept)
         return {}
     for key in ("unknown_plateau_seats", "fixed_cap_below_plateau"):
         if key in accept:
@@ -172,7 +171,7 @@ def _ran_records(check, spec, plateau, plateau_ran, plateau_kv):
         for process in gpu.get("processes") or []:
             if process.get("seat"):
                 processes.setdefault(process["seat"], process)
-    for position, seat in enumerate(spec["seats"]):
+    for seat in spec["seats"]:
         name = seat["name"]
         if name in processes:
             records[name] = engine_of(seat).ran(processes[name])
@@ -181,7 +180,7 @@ def _ran_records(check, spec, plateau, plateau_ran, plateau_kv):
         given = (plateau_ran or {}).get(name)
         if given is not None:
             if not isinstance(given, dict) or set(given) - set(RAN_FIELDS) - {"kv_cache_memory_bytes"}:
-                check.fail(where, "value", "{kv_cache_memory_bytes, max_model_len, image, model}", given)
+                check.fail(where, None, "{kv_cache_memory_bytes, max_model_len, image, model}", given)
                 continue
             record = dict(given)
             if "kv_cache_memory_bytes" in given:
@@ -246,21 +245,21 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     except SeatSpecError as exc:
         return str(exc).split("\n- ")[1:]
     check = Checker(host)
-    _check_plan_inputs(check, spec, plateau_kv_planned, {
-        "min_spare_mib": min_spare_mib, "boot_margin_mib": boot_margin_mib,
-        "default_overhead_mib": default_overhead_mib, "kv_factor": kv_factor,
-        "kv_round_to": kv_round_to, "accept": accept or {}}, None, plateau_ran, plateau_kv)
+    _check_plan_inputs(check, spec, None, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
+                       min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib,
+                       default_overhead_mib=default_overhead_mib)
     return check.errors
 
 
-def _check_plan_inputs(check, spec, plateau_kv_planned, options, plateau, plateau_ran, plateau_kv):
-    """``(accept, records, processes)``; the problems are in ``check``."""
+def _check_plan_inputs(check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
+                       **mib):
+    """``(accept, records, processes)`` (``_ran_records``); the problems are in ``check``."""
     if plateau_kv_planned:
         check.problem("seat_plan_plateau_kv_planned", "a plateau's measurement is only reused for what the "
                       "seat ran then, so this claim is not taken on trust (a changed pin would be "
                       "absorbed silently); expected false, with the snapshot's own record of each seat "
                       "(gpu_info records it) or llmfleet_plateau_ran")
-    accept = _check_options(check, options, spec["gpus"])
+    accept = _check_options(check, spec["gpus"], accept or {}, kv_round_to, **mib)
     records, processes = _ran_records(check, spec, plateau, plateau_ran, plateau_kv)
     return accept, records, processes
 
@@ -284,10 +283,9 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     except ReadingError as exc:
         raise PlanError("host %s: %s" % (host, exc)) from None
     check = Checker(host)
-    accept, records, processes = _check_plan_inputs(check, spec, plateau_kv_planned, {
-        "min_spare_mib": min_spare_mib, "boot_margin_mib": boot_margin_mib,
-        "default_overhead_mib": default_overhead_mib, "kv_factor": kv_factor,
-        "kv_round_to": kv_round_to, "accept": accept or {}}, plateau, plateau_ran, plateau_kv)
+    accept, records, processes = _check_plan_inputs(
+        check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
+        min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib, default_overhead_mib=default_overhead_mib)
     _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
     if check.errors:
         raise PlanError("host %s: %d problem(s) before planning:\n- %s"

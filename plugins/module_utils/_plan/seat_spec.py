@@ -272,7 +272,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
                       seat_defaults)
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
-    check.number("llmfleet_kv_factor", "value", kv_factor)
+    check.number("llmfleet_kv_factor", None, kv_factor)
     if not isinstance(seats, list):
         check.problem("llmfleet_seats", "expected a list of seats", seats)
         seats = []
