@@ -453,7 +453,7 @@ MODULE_CASES = [
      "expected a file, found a directory"),
     ("a health path as code", "seat_files", {"project_dir": "{dir}/p", "validate": False,
                                              "seat": plan_seat(health_path="/h'); import os; os.system('id'); ('")},
-     "health_path: expected a URL path such as /health"),
+     "seat alpha: health_path: expected a URL path such as /health"),
     ("a secret without its value", "seat_files", {"project_dir": "{dir}/p", "validate": False,
                                                   "seat": plan_seat(**{"launch.secret_environment": ["HF_TOKEN"]})},
      "secret_environment.HF_TOKEN: expected its value in the secrets given to the render"),

@@ -99,6 +99,10 @@ def _validated(seat):
             _fail(seat, "launch.%s" % field, "a docker duration", launch.get(field))
     if not isinstance(seat.get("container", ""), str):
         _fail(seat, "container", "a container name", seat.get("container"))
+    # it becomes a string literal in the healthcheck's code
+    health_path = seat.get("health_path", "/health")
+    if not isinstance(health_path, str) or not HEALTH_PATH_RE.match(health_path):
+        _fail(seat, "health_path", HEALTH_PATH_EXPECTED, health_path)
     engine_of(seat).check_plan_seat(seat, lambda field, expected, got: _fail(seat, field, expected, got))
     return seat
 
@@ -186,8 +190,8 @@ def seat_compose(seat):
         # python3 is in vLLM's image (curl is not in every image).
         "test": ["CMD", "python3", "-c", _Joined([
             "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", inside,
-            ", timeout=5); c.request('GET', %s); sys.exit(c.getresponse().status != 200)"
-            % _python_str(seat.get("health_path", "/health"))])],
+            ", timeout=5); c.request('GET', %r); sys.exit(c.getresponse().status != 200)"
+            % seat.get("health_path", "/health")])],
         "interval": launch.get("health_interval", "15s"),
         "timeout": "10s",
         "retries": 3,
@@ -210,12 +214,6 @@ def render(seat, host=None, secrets=None):
     """Both files of a seat: ``{".env": text, "compose.yaml": text}``."""
     return {ENV_FILE: render_env(seat, host, secrets), COMPOSE_FILE: render_compose(seat, host)}
 
-
-def _python_str(text):
-    """``text`` as a Python string literal in the healthcheck's code: never code itself."""
-    if not isinstance(text, str) or not HEALTH_PATH_RE.match(text):
-        raise RenderError("health_path: expected %s, got %r" % (HEALTH_PATH_EXPECTED, text))
-    return repr(text)
 
 
 def validate(project_dir, staged, docker):
