@@ -2,7 +2,8 @@
 under /tmp), an image imported from host binaries, seats started by ``docker compose`` so they
 carry the compose labels, and a container started by plain ``docker run``. The fake NVML and
 nvidia-smi report those containers' host PIDs (docker inspect State.Pid) as GPU processes, and
-real ``ansible`` runs of gpu_info must name each seat's compose project and service."""
+real ``ansible`` runs of gpu_info must name each seat's compose project and service, and record
+what a seat of this collection (its label) ran."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ services:
     image: %(image)s
     command: ["/bin/sleep", "3600"]
     network_mode: none
+    labels: {io.llmfleet.seat: gen-small}
   coder:
     image: %(image)s
     command: ["/bin/sleep", "3600"]
@@ -70,6 +72,10 @@ def check_attribution(result, fleet):
     assert (seat["container"], seat["compose_project"], seat["compose_service"], seat["attribution"]) == \
         ("fv-gen-small-1", "fv", "gen-small", None)
     assert len(seat["container_id"]) == 64 and 0 <= seat["running_s"] < 3600
+    # a seat this collection runs (its label) records what it ran: the plan reuses a plateau
+    # measurement only for the same launch
+    assert (seat["seat"], seat["image"], seat["args"]) == ("gen-small", IMAGE, ["/bin/sleep", "3600"])
+    assert "seat" not in next(p for p in gpu1["processes"] if p["compose_service"] == "coder")
     scratch = by_pid[pids["scratch"]]
     assert scratch["container"] == "scratch" and scratch["compose_service"] is None
     assert scratch["attribution"] == ("container scratch was not started by docker compose "

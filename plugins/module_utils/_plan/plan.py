@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, check_reading, seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
@@ -239,7 +241,11 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
                        default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, plateau_kv=None,
                        plateau_kv_planned=False, accept=None):
     """Every problem of a host's inventory that needs neither the host nor its cards, as a list
-    (empty when there is none): what the plan role refuses before it reads the host."""
+    (empty when there is none): what the plan role refuses before it reads the host. Options
+    are read as seat_plan's argument spec reads them (``-e`` gives strings)."""
+    kv_factor = _as_number(kv_factor, float)
+    min_spare_mib, boot_margin_mib, default_overhead_mib = (
+        _as_number(value, int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
         spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
     except SeatSpecError as exc:
@@ -251,10 +257,21 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     return check.errors
 
 
+def _as_number(value, kind):
+    """A number written as text (``-e seat_plan_min_spare_mib=1024``) as the number; anything
+    else as it is, for the checks to refuse."""
+    if isinstance(value, str):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
 def _check_plan_inputs(check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
                        **mib):
     """``(accept, records, processes)`` (``_ran_records``); the problems are in ``check``."""
-    if plateau_kv_planned:
+    if boolean(plateau_kv_planned, strict=False):  # a filter gets -e's "false" as a string
         check.problem("seat_plan_plateau_kv_planned", "a plateau's measurement is only reused for what the "
                       "seat ran then, so this claim is not taken on trust (a changed pin would be "
                       "absorbed silently); expected false, with the snapshot's own record of each seat "

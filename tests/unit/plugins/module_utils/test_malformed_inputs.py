@@ -53,7 +53,7 @@ def _mutate(rng, value):
 
 def _malformed(rng, valid, times=3):
     value = copy.deepcopy(valid)
-    for _ in range(rng.randint(1, times)):
+    for _edit in range(rng.randint(1, times)):
         value = _mutate(rng, value)
     return value
 
@@ -61,7 +61,7 @@ def _malformed(rng, valid, times=3):
 @pytest.mark.parametrize("seed", range(4))
 def test_a_malformed_host_is_planned_or_refused_never_crashes(seed):
     rng = random.Random(seed)
-    for _ in range(1500):
+    for _round in range(1500):
         host = _malformed(rng, HOST)
         gpus, seats = (host.get("gpus"), host.get("seats")) if isinstance(host, dict) else (host, host)
         options = {key: copy.deepcopy(rng.choice(VALUES)) for key in (
@@ -81,7 +81,7 @@ def test_a_malformed_host_is_planned_or_refused_never_crashes(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_a_malformed_plan_seat_is_rendered_or_refused_never_crashes(seed):
     rng = random.Random(seed)
-    for _ in range(1500):
+    for _round in range(1500):
         seat = _malformed(rng, PLAN_SEAT)
         if not isinstance(seat, dict):  # seat_files' argument spec takes only a dict
             continue
