@@ -543,5 +543,8 @@ def test_each_module_refuses_a_malformed_argument_in_one_line(module_refusals, l
     result = results[label]
     message = result.get("msg") or ""
     assert result.get("failed"), "%s was accepted: %s" % (label, json.dumps(result)[:500])
-    assert expected.replace("{dir}", str(root / ("m%03d" % number))) in message, message
+    case_dir = root / ("m%03d" % number)
+    assert expected.replace("{dir}", str(case_dir)) in message, message
     assert "unexpected" not in message and "Traceback" not in message, message
+    written = sorted(str(path.relative_to(case_dir)) for path in case_dir.rglob("*"))
+    assert written == ["a-file", "env-dir", "env-dir/.env"], "a refused call wrote %s" % written
