@@ -1,8 +1,11 @@
 """The collection's metadata and defaults agree with its code: the action group lists every
-module, and every default the docs and role defaults repeat is the one module_utils holds."""
+module, every default the docs and role defaults repeat is the one module_utils holds, and the
+execution environment declares every third-party import."""
 
 from __future__ import annotations
 
+import ast
+import sys
 from pathlib import Path
 
 import yaml
@@ -42,3 +45,33 @@ def test_role_argument_specs_say_the_defaults_the_roles_have():
                 assert name in values, "%s: %s has a documented default but none in defaults/main.yml" % (role, name)
                 assert option["default"] == values[name], "%s: %s documents %r, defaults/main.yml has %r" % (
                     role, name, option["default"], values[name])
+
+
+# The distribution that provides each third-party module the plugins import.
+DISTRIBUTIONS = {"yaml": "PyYAML", "pynvml": "nvidia-ml-py"}
+
+
+def _third_party_imports():
+    found = set()
+    for path in (ROOT / "plugins").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("ansible", "ansible_collections", "__future__"):
+                    found.add(top)
+    return found
+
+
+def test_the_execution_environment_declares_every_import_the_plugins_make():
+    meta = yaml.safe_load((ROOT / "meta" / "execution-environment.yml").read_text())["dependencies"]
+    declared = {line.split("[")[0].split("=")[0].split(">")[0].strip()
+                for line in (ROOT / meta["python"]).read_text().splitlines() if line.strip() and not line.startswith("#")}
+    imports = _third_party_imports()
+    assert imports, "the scan found the plugins' imports"
+    assert {DISTRIBUTIONS.get(name, name) for name in imports} == declared
+    assert (ROOT / meta["system"]).is_file()
+    ignored = yaml.safe_load((ROOT / "galaxy.yml").read_text())["build_ignore"]
+    assert not [path for path in (meta["python"], meta["system"], "meta") if path in ignored or
+                path.split("/")[0] in ignored], "ansible-builder reads these from the built collection"
