@@ -9,6 +9,7 @@ test_rebalance_twin_gates.py, on a twin of their own."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -38,6 +39,8 @@ def test_first_run_deploys_every_seat_and_passes_every_gate(twin_inventory, tmp_
     for host, seats in (("twin1", TWIN1_SEATS), ("twin2", TWIN2_SEATS)):
         section = report["hosts"][host]
         assert section["status"] == "applied"
+        for stamp in ("started", "finished"):  # UTC, and it says so
+            assert re.match(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z", section[stamp]), section[stamp]
         assert section["gates"] and all(g["ok"] for g in section["gates"])
         gated = {g["seat"] for g in section["gates"] if g["gate"] == "health"}
         assert gated == seats, "every seat passed the health gate"
