@@ -1,6 +1,6 @@
-"""The molecule scenario (extensions/molecule/default): its create and destroy bring the fleet
-twin up and down; converge deploys a compose seat on each host over SSH, idempotence must change
-nothing, verify checks the running container and its memory on the simulated GPU."""
+"""The molecule scenario (extensions/molecule/default): its create and destroy bring the
+twin-pair fleet's twin up and down; converge is the collection's rebalance over SSH, idempotence
+must change nothing, verify re-plans and checks every seat's files, health and gates."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def test_molecule_default_scenario_converges_idempotently_and_verifies():
     executed = re.findall(r"default (?:➜|>) (\w+): Executed: Successful", log)
     assert executed == ["destroy", "syntax", "create", "converge", "idempotence", "verify",
                         "destroy"], log[-6000:]
-    assert re.search(r"twin1\s+: ok=4\s+changed=4", log), "converge did not deploy on twin1"
-    assert len(re.findall(r"twin[12]\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", log)) == 4
+    deployed = re.findall(r"(twin[12])\s+: ok=\d+\s+changed=([1-9]\d*)\s+unreachable=0\s+failed=0", log)
+    assert sorted(host for host, _changed in deployed) == ["twin1", "twin2"], "converge did not deploy both hosts"
+    assert len(re.findall(r"twin[12]\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", log)) == 4, \
+        "idempotence and verify changed something"
+    assert log.count("TASK [Check the seats, their files and their gates against the plan]") == 1, \
+        "verify checked every seat against the plan"
     assert fleet.load_record() is None, "destroy left the twin up"
