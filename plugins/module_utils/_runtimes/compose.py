@@ -215,7 +215,6 @@ def render(seat, host=None, secrets=None):
     return {ENV_FILE: render_env(seat, host, secrets), COMPOSE_FILE: render_compose(seat, host)}
 
 
-
 def validate(project_dir, staged, docker):
     """``docker compose config`` on the new pair, staged beside the real files (so relative
     paths resolve as they will); the reason compose gives, or None when it accepts them."""
