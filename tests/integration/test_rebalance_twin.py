@@ -130,7 +130,7 @@ def test_a_seat_the_inventory_dropped_is_not_stopped_unless_retired(twin_invento
     emptied = yaml.safe_load(host_vars.read_text())
     emptied["llmfleet_seats"] = []
     host_vars.write_text(yaml.safe_dump(emptied))
-    proc = rebalance(hosts, twin_inventory, tmp_path / "refused", "--check", check=False)
+    proc = rebalance(hosts, twin_inventory, tmp_path / "refused", "--check", "-e", "target=twin1", check=False)
     assert proc.returncode != 0
     assert ("host twin1: alpha, asr, beta, gamma run here but the inventory no longer lists them; a seat "
             "is only stopped when llmfleet_retire names it") in proc.stdout
