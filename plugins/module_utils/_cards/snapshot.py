@@ -92,12 +92,17 @@ def _check_gpu(gpu, where, path):
         used = process.get("used_mib")
         _check(used is None or (_is_int(used) and used >= 0), path, at + ".used_mib",
                "a whole number of MiB or null", used)
-        for key in _PROCESS_OPTIONAL_STRS:
-            value = process.get(key)
-            _check(value is None or isinstance(value, str), path, "%s.%s" % (at, key), "a string or null", value)
-        args = process.get("args")
-        _check(args is None or (isinstance(args, list) and all(isinstance(a, str) for a in args)), path,
-               at + ".args", "a list of strings or null", args)
+        _check_process_fields(process, at, lambda ok, field, expected, value: _check(ok, path, field, expected, value))
+
+
+def _check_process_fields(process, at, check):
+    """A process's names and seat record: ``check(condition, field, expected, value)`` raises."""
+    for key in _PROCESS_OPTIONAL_STRS:
+        value = process.get(key)
+        check(value is None or isinstance(value, str), "%s.%s" % (at, key), "a string or null", value)
+    args = process.get("args")
+    check(args is None or (isinstance(args, list) and all(isinstance(a, str) for a in args)),
+          at + ".args", "a list of strings or null", args)
 
 
 def _no_constant(name):
@@ -233,6 +238,10 @@ def check_reading(reading, what):
     """A gpu_info result given as data (not read from a file): what a plan reads of it (each
     GPU's uuid, total, used and reserved MiB, its processes' MiB and seat records) checked;
     ReadingError names ``what`` and the field."""
+    def check(condition, field, expected, value):
+        if not condition:
+            raise ReadingError("%s: expected %s, got %r" % (field, expected, value))
+
     gpus = reading.get("gpus") if isinstance(reading, dict) else None
     if not isinstance(gpus, list):
         raise ReadingError("%s: expected a gpu_info result with a gpus list, got %r" % (what, reading))
@@ -250,14 +259,9 @@ def check_reading(reading, what):
         for index, process in enumerate(processes):
             at = "%s.processes[%d]" % (where, index)
             used = process.get("used_mib") if isinstance(process, dict) else "?"
-            if used is not None and not (_is_int(used) and used >= 0):
-                raise ReadingError("%s: expected a process with used_mib (whole MiB or null), got %r" % (at, process))
-            for key in _PROCESS_OPTIONAL_STRS:
-                if process.get(key) is not None and not isinstance(process[key], str):
-                    raise ReadingError("%s.%s: expected a string or null, got %r" % (at, key, process[key]))
-            args = process.get("args")
-            if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
-                raise ReadingError("%s.args: expected a list of strings or null, got %r" % (at, args))
+            check(used is None or (_is_int(used) and used >= 0), at, "a process with used_mib (whole MiB or null)",
+                  process)
+            _check_process_fields(process, at, check)
     return reading
 
 

@@ -17,7 +17,8 @@ import os
 import re
 import shutil
 
-_TAG_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_TAG = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_TAG_RE = re.compile(r"\A%s\Z" % _TAG)
 _DATE_RE = re.compile(r"\A[0-9]{8}\Z")
 
 
@@ -34,8 +35,7 @@ def check_backup_name_parts(date, tag):
 
 def is_backup_of(backup_name, name):
     """Whether ``backup_name`` is a backup name this module makes for the file ``name``."""
-    return re.match(r"\A%s\.bak-[0-9]{8}-%s(-[0-9]+)?\Z" % (re.escape(name), _TAG_RE.pattern[2:-2]),
-                    backup_name) is not None
+    return re.match(r"\A%s\.bak-[0-9]{8}-%s(-[0-9]+)?\Z" % (re.escape(name), _TAG), backup_name) is not None
 
 
 def read_bytes(path):

@@ -21,7 +21,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, human_bytes, to_bytes
 
-_BARE_NUMBER_RE = re.compile(r"\A\s*\d+\s*\Z")
+_BARE_NUMBER_RE = re.compile(r"\A\s*[0-9]+\s*\Z")
 
 
 class Checker:

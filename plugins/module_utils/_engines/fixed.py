@@ -50,7 +50,7 @@ def boot_problem(seat, sized):
     return None
 
 
-def footprint(seat, sized, plateau, ran, default_overhead_mib):
+def footprint(seat, sized, plateau, record, default_overhead_mib):
     return fixed_footprint(seat)
 
 

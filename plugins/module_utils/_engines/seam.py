@@ -13,9 +13,9 @@
   ``normalize(check, where, raw, seat, defaults)``: the inventory checked into normal form.
 - ``size(seat, inventory_dir, options)`` -> ``{"kv", "rule", "weights_bytes"}`` (SizingError),
   ``boot_problem(seat, sized)``: why the engine would refuse to start with that size, or None;
-  ``footprint(seat, sized, plateau, ran, default_overhead_mib)`` (``ran``: what the seat ran
-  when the plateau was recorded), ``ran(process)``: that record from the seat's process in a
-  snapshot (or None), ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
+  ``footprint(seat, sized, plateau, record, default_overhead_mib)`` (``record``: what the seat
+  ran when the plateau was recorded), ``ran(process)``: that record from the seat's process in
+  a snapshot (or None), ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
   ``planned(seat, sized)``: the numbers a plan seat carries.
 - ``check_plan_seat(seat, fail)``, ``environment(seat)`` (the variables a window changes),
   ``command(seat, var)``, ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run

@@ -126,6 +126,7 @@ def normalize(check, where, raw, seat, defaults):
         check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
     seat["kv_cache_dtype"] = dtype
     seat["tensor_parallel_size"] = seat["gpu_count"]
+    # an unreadable seat name is its own problem, not the served names' too
     served = raw.get("served_model_names", [name] if name else ["seat"])
     seat["served_model_names"] = check.string_list(where, "served_model_names", served or None, _SERVED_NAME_RE,
                                                    "model names (letters, digits, ._:/@+-)") or [name]
@@ -143,10 +144,10 @@ def normalize(check, where, raw, seat, defaults):
         check.fail(where, "max_new_tokens", "at most max_model_len (%d)" % seat["max_model_len"],
                    seat["max_new_tokens"])
     extra = check.string_list(where, "extra_args", raw["extra_args"]) if raw.get("extra_args") is not None else []
-    for arg in extra or []:
-        if plan_flag(arg):
+    for arg, owned in ((arg, plan_flag(arg)) for arg in extra or []):
+        if owned:
             check.fail(where, "extra_args", "flags the plan does not set (%s is the plan's: set the seat's "
-                       "own field instead)" % plan_flag(arg), arg)
+                       "own field instead)" % owned, arg)
     seat["extra_args"] = extra or []
     for field in ("weights_bytes", "overhead_bytes"):
         seat[field] = check.size(where, field, raw[field], MIB) if raw.get(field) is not None else None
@@ -197,11 +198,11 @@ def boot_problem(seat, sized):
         seat["name"], human_bytes(kv["kv_cache_memory_bytes"]), kv["boot_error"])
 
 
-def footprint(seat, sized, plateau, ran, default_overhead_mib):
+def footprint(seat, sized, plateau, record, default_overhead_mib):
     # compared with what ran: the context as sized ("published" resolved)
     launched = dict(seat, max_model_len=sized["kv"]["max_model_len"])
     return vllm_footprint(launched, sized["kv"]["kv_cache_memory_bytes"], sized["weights_bytes"],
-                          plateau, ran, default_overhead_mib)
+                          plateau, record, default_overhead_mib)
 
 
 def _flag_value(args, flag):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from ansible.module_utils.common.validation import check_type_float, check_type_int
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, check_reading, seat_mib
@@ -151,13 +152,13 @@ def _check_options(check, gpus, accept, kv_round_to, **mib):
         check.fail("seat_plan_boot_margin_mib", None, "less than the smallest GPU (%d MiB)" % smallest, margin)
     check.size("llmfleet_kv_round_to", None, kv_round_to, MIB)
     if not isinstance(accept, dict) or set(accept) - set(ACCEPT_KEYS):
-        check.fail("seat_plan_accept", None, "a dict with %s" % ", ".join(sorted(ACCEPT_KEYS)), accept)
+        check.fail("llmfleet_plan_accept", None, "a dict with %s" % ", ".join(sorted(ACCEPT_KEYS)), accept)
         return {}
     for key in ("unknown_plateau_seats", "fixed_cap_below_plateau"):
         if key in accept:
-            check.string_list("seat_plan_accept", key, accept[key], SEAT_NAME_RE, "seat names")
+            check.string_list("llmfleet_plan_accept", key, accept[key], SEAT_NAME_RE, "seat names")
     if "snapshot_host" in accept:
-        check.text("seat_plan_accept", "snapshot_host", accept["snapshot_host"])
+        check.text("llmfleet_plan_accept", "snapshot_host", accept["snapshot_host"])
     return accept
 
 
@@ -209,7 +210,7 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
         recorded_on = (reading.get("snapshot") or {}).get("host")
         if recorded_on and recorded_on != host and accept.get("snapshot_host") != recorded_on:
             check.problem("the %s" % what, "recorded on host %s, not %s (%s); expected a snapshot of "
-                          "this host, or seat_plan_accept.snapshot_host: %s to use it on purpose"
+                          "this host, or llmfleet_plan_accept.snapshot_host: %s to use it on purpose"
                           % (recorded_on, host, (reading.get("snapshot") or {}).get("path"), recorded_on))
         by_uuid = {gpu.get("uuid"): gpu for gpu in reading.get("gpus") or []}
         for position, gpu in enumerate(spec["gpus"]):
@@ -222,7 +223,7 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
     for name in sorted(set(processes) - listed - set(retire) - set(accept.get("unknown_plateau_seats") or [])):
         check.problem("the plateau snapshot", "it shows seat %s, which the inventory does not list (renamed? "
                       "its memory would be counted twice); expected a plateau of these seats, or "
-                      "seat_plan_accept.unknown_plateau_seats: [%s] to count it as another tenant's"
+                      "llmfleet_plan_accept.unknown_plateau_seats: [%s] to count it as another tenant's"
                       % (name, name))
     held = seat_mib(plateau.get("gpus", [])) if plateau else {}
     for position, seat in enumerate(spec["seats"]):
@@ -232,7 +233,7 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
         if most > bytes_to_mib(seat["memory_cap_bytes"]):
             check.problem("seat %s: llmfleet_seats[%d]" % (seat["name"], position),
                           "memory_cap_bytes is %s MiB but the plateau snapshot shows the seat holding "
-                          "%s MiB; expected a cap at least that, or seat_plan_accept.fixed_cap_below_plateau: "
+                          "%s MiB; expected a cap at least that, or llmfleet_plan_accept.fixed_cap_below_plateau: "
                           "[%s]" % (bytes_to_mib(seat["memory_cap_bytes"]), most, seat["name"]))
 
 
@@ -243,9 +244,9 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     """Every problem of a host's inventory that needs neither the host nor its cards, as a list
     (empty when there is none): what the plan role refuses before it reads the host. Options
     are read as seat_plan's argument spec reads them (``-e`` gives strings)."""
-    kv_factor = _as_number(kv_factor, float)
+    kv_factor = _as_number(kv_factor, check_type_float)
     min_spare_mib, boot_margin_mib, default_overhead_mib = (
-        _as_number(value, int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
+        _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
         spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
     except SeatSpecError as exc:
@@ -257,15 +258,14 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     return check.errors
 
 
-def _as_number(value, kind):
-    """A number written as text (``-e seat_plan_min_spare_mib=1024``) as the number; anything
-    else as it is, for the checks to refuse."""
-    if isinstance(value, str):
-        try:
-            return kind(value.strip())
-        except ValueError:
-            return value
-    return value
+def _as_number(value, convert):
+    """``value`` converted as the module's argument spec converts it (``-e
+    seat_plan_min_spare_mib=1024`` is text); what it cannot convert as it is, for the checks to
+    refuse."""
+    try:
+        return convert(value)
+    except (TypeError, ValueError, ArithmeticError):  # ArithmeticError: .inf as an integer
+        return value
 
 
 def _check_plan_inputs(check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,

@@ -170,8 +170,9 @@ def _seat(check, position, raw, gpus, defaults):
         check.fail(where, "engine", " or ".join(repr(name) for name in ENGINES), raw.get("engine"))
         return None
     for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS, key=str):
+        # a misspelt field may still hold a secret: its value is not shown
         shown = REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key) and not isinstance(
-            raw[key], (dict, list)) and key not in engine.FIELDS else raw[key]
+            raw[key], (dict, list)) else raw[key]
         check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, shown)
 
     tp = engine.gpu_count(check, where, raw)

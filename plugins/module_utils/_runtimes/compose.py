@@ -125,8 +125,9 @@ def seat_env(seat, secrets=None):
     secrets = secrets or {}
     for name in _secret_names(seat):
         if not isinstance(secrets.get(name), str):
-            raise RenderError("seat %s: secret_environment.%s: expected its value in the secrets "
-                              "given to the render, got none" % (seat["name"], name))
+            raise RenderError("seat %s: secret_environment.%s: expected its value (text) in the secrets "
+                              "given to the render, got %s" % (seat["name"], name, "none" if name not in secrets
+                                                               else "a value of type %s" % type(secrets[name]).__name__))
         env.append((SECRET_VAR_PREFIX + name, secrets[name]))
     for key, value in env:
         if "'" in value or CONTROL_RE.search(value):

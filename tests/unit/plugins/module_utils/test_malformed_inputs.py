@@ -85,7 +85,8 @@ def test_a_malformed_plan_seat_is_rendered_or_refused_never_crashes(seed):
         seat = _malformed(rng, PLAN_SEAT)
         if not isinstance(seat, dict):  # seat_files' argument spec takes only a dict
             continue
-        for call in (lambda: compose.render(runtime_of(seat) and seat, "h", {"T": "v"}),
+        for call in (lambda: runtime_of(seat),
+                     lambda: compose.render(seat, "h", {"T": "v"}),
                      lambda: rebalance_steps({"host": "h", "seats": [seat]}, ["alpha"], ["alpha"], {"gpus": []}),
                      lambda: journal.journal_files({"alpha": seat}, {}),
                      lambda: journal.seat_file_backups({"alpha": seat})):

@@ -148,6 +148,6 @@ def test_a_snapshot_of_another_host_is_refused_unless_accepted(inventory):
     cards = dict(_cards(), snapshot={"host": "twin9", "path": "/x/cards.json"})
     with pytest.raises(PlanError, match=r"the reading of the cards: recorded on host twin9, not twin1 "
                                         r"\(/x/cards.json\); expected a snapshot of this host, or "
-                                        r"seat_plan_accept.snapshot_host: twin9"):
+                                        r"llmfleet_plan_accept.snapshot_host: twin9"):
         build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
     assert build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards, accept={"snapshot_host": "twin9"})
