@@ -55,3 +55,11 @@ attributes:
   idempotent:
     support: full
 """
+
+    # A module with an action plugin of its name (each module says what runs where).
+    ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+"""

@@ -24,7 +24,14 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.info_module
+  - llmfleet.seats._attributes.action
 attributes:
+  action:
+    support: partial
+    details:
+      - O(source=snapshot) on the controller (a local connection without become, async or a
+        task environment, as when delegated to localhost) is read in Ansible's own process,
+        with the same checks and results; every other read runs the module.
   check_mode:
     details:
       - Reading changes nothing. The one thing the module can write is O(save_snapshot_path); in
@@ -260,33 +267,21 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.nvml import PYNVML_IMPORT_ERROR
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import (
-    SOURCES,
+    GPU_INFO_REQUIRED_IF,
+    GPU_INFO_SPEC,
     CardsError,
     MissingLibrary,
-    read_cards,
+    gpu_info,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            source=dict(type="str", default="auto", choices=list(SOURCES)),
-            snapshot_path=dict(type="path"),
-            save_snapshot_path=dict(type="path"),
-            snapshot_host=dict(type="str"),
-            attribute_processes=dict(type="bool", default=True),
-            docker_host=dict(type="str"),
-        ),
-        required_if=[("source", "snapshot", ["snapshot_path"])],
-        supports_check_mode=True,
-    )
-    params = module.params
+    module = AnsibleModule(argument_spec=GPU_INFO_SPEC, required_if=GPU_INFO_REQUIRED_IF,
+                           supports_check_mode=True)
     with operator_errors(module):
         try:
-            result = read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
-                                params["snapshot_host"], params["attribute_processes"],
-                                params["docker_host"], module.check_mode)
+            result = gpu_info(module.params, module.check_mode)
         except MissingLibrary as exc:
             module.fail_json(msg=missing_required_lib(str(exc), reason="to read the GPUs with source=nvml"),
                              exception=PYNVML_IMPORT_ERROR)

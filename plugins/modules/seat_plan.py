@@ -29,14 +29,35 @@ description:
     spare at plateau, then the fewest moves), on the capacity the cards leave for them (memory
     nobody in the plan holds counts against it), and picks each seat's boot-gate
     C(--gpu-memory-utilization).
-  - Runs on the controller (model configs live in the inventory) and changes nothing.
+  - Runs on the controller (model configs live in the inventory). It changes nothing but the
+    plan files it writes into O(output_dir) when given.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
-  - llmfleet.seats._attributes.pure
+  - llmfleet.seats._attributes.action
   - llmfleet.seats._host_seats
+attributes:
+  action:
+    support: full
+    details:
+      - On the controller (a local connection without become, async or a task environment, as
+        when delegated to localhost) the plan is made in Ansible's own process, with the same
+        checks and results; elsewhere the module runs as usual.
+  check_mode:
+    support: full
+    details:
+      - In check mode the plan is made and the files in O(output_dir) are not written.
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
 options:
+  output_dir:
+    description:
+      - Write C(<host>-plan.json), C(<host>-plan.md) and C(<host>.svg) here (made when
+        missing), each replaced only when it changes.
+    type: path
   cards:
     description: A M(llmfleet.seats.gpu_info) result read now; its UUIDs must be the inventory's.
     type: dict
@@ -120,38 +141,24 @@ svg:
   description: A stacked bar per GPU (memory not ours, each seat, the spare).
   returned: success
   type: str
+files:
+  description: The plan files in O(output_dir).
+  returned: when O(output_dir) is given
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import DEFAULT_OVERHEAD_MIB
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.plan_output import SEAT_PLAN_SPEC, seat_plan
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **HOST_OPTIONS,
-            "cards": {"type": "dict"},
-            "plateau": {"type": "dict"},
-            "plateau_kv": {"type": "dict"},
-            "plateau_kv_planned": {"type": "bool", "default": False},
-            "plateau_ran": {"type": "dict"},
-            "accept": {"type": "raw"},
-            "retire": {"type": "raw"},
-            "min_spare_mib": {"type": "int", "default": 0},
-            "boot_margin_mib": {"type": "int", "default": MARGIN_MIB},
-            "default_overhead_mib": {"type": "int", "default": DEFAULT_OVERHEAD_MIB},
-        },
-        supports_check_mode=True,
-    )
-    params = dict(module.params)
+    module = AnsibleModule(argument_spec=SEAT_PLAN_SPEC, supports_check_mode=True)
     with operator_errors(module):
-        plan = build_plan(**params)
-    module.exit_json(changed=False, plan=plan, markdown=plan_markdown(plan), svg=plan_svg(plan))
+        result = seat_plan(module.params, module.check_mode, module._diff)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

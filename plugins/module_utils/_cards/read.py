@@ -36,6 +36,16 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot imp
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 
 SOURCES = ("auto", "nvml", "nvidia-smi", "snapshot")
+# gpu_info's arguments (the module and its action plugin validate against the same spec)
+GPU_INFO_SPEC = {
+    "source": {"type": "str", "default": "auto", "choices": list(SOURCES)},
+    "snapshot_path": {"type": "path"},
+    "save_snapshot_path": {"type": "path"},
+    "snapshot_host": {"type": "str"},
+    "attribute_processes": {"type": "bool", "default": True},
+    "docker_host": {"type": "str"},
+}
+GPU_INFO_REQUIRED_IF = [("source", "snapshot", ["snapshot_path"])]
 
 
 class CardsError(ValueError):
@@ -81,6 +91,13 @@ def read_live(source):
 def _snapshot_summary(path, snapshot):
     return {"path": path, "host": snapshot["host"], "taken_at": snapshot["taken_at"],
             "source": snapshot["source"], "schema_version": snapshot["schema_version"]}
+
+
+def gpu_info(params, check_mode=False):
+    """read_cards with gpu_info's validated arguments."""
+    return read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
+                      params["snapshot_host"], params["attribute_processes"], params["docker_host"],
+                      check_mode)
 
 
 def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snapshot_host=None,

@@ -16,19 +16,22 @@ import traceback
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 
 
+def operator_message(exc):
+    """The one line an operator sees for ``exc``. The collection's own errors (ValueError, and
+    DockerError: what docker said) carry their message; a file that cannot be read or written
+    says which and why; anything else is a bug, and says so."""
+    if isinstance(exc, (ValueError, DockerError)):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = " ".join(str(name) for name in (exc.filename, exc.filename2) if name)
+        return "%s%s" % (where + ": " if where else "", exc.strerror or exc)
+    return "unexpected %s: %s (a bug in llmfleet.seats; -vvv shows the traceback)" % (type(exc).__name__, exc)
+
+
 @contextlib.contextmanager
 def operator_errors(module):
-    """Run a module's work; turn anything it raises into ``fail_json``. The collection's own
-    errors (ValueError, and DockerError: what docker said) carry their message; a file that cannot be read or written says which
-    and why; anything else is a bug, and says so."""
+    """Run a module's work; turn anything it raises into ``fail_json`` with operator_message."""
     try:
         yield
-    except (ValueError, DockerError) as exc:
-        module.fail_json(msg=str(exc), exception=traceback.format_exc())
-    except OSError as exc:
-        where = " ".join(str(name) for name in (exc.filename, exc.filename2) if name)
-        module.fail_json(msg="%s%s" % (where + ": " if where else "", exc.strerror or exc),
-                         exception=traceback.format_exc())
     except Exception as exc:  # pylint: disable=broad-except  # no traceback reaches the operator
-        module.fail_json(msg="unexpected %s: %s (a bug in llmfleet.seats; -vvv shows the traceback)"
-                         % (type(exc).__name__, exc), exception=traceback.format_exc())
+        module.fail_json(msg=operator_message(exc), exception=traceback.format_exc())

@@ -171,19 +171,37 @@ class ReportError(ValueError):
 
 
 def _write(path, text, check_mode):
-    """Replace ``path`` with ``text`` atomically when it differs; whether it did (or would)."""
+    """Replace ``path`` with ``text`` (mode 0644) atomically when it differs; the text it had
+    ("" for none) when it did (or would), else None."""
     old = None
     if os.path.exists(path):
         with open(path) as handle:
             old = handle.read()
     if old == text:
-        return False
+        return None
     if not check_mode:
         temp = path + ".tmp"
         with open(temp, "w") as out:
             out.write(text)
+        os.chmod(temp, 0o644)
         os.rename(temp, path)
-    return True
+    return old or ""
+
+
+def write_plan_files(output_dir, host, plan, markdown, svg, check_mode):
+    """``<host>-plan.json``, ``<host>-plan.md`` and ``<host>.svg`` in ``output_dir`` (made
+    0755 when missing); ``(changed, paths, diffs)``, a diff for each file that changes."""
+    if not check_mode:
+        os.makedirs(output_dir, mode=0o755, exist_ok=True)
+    files = {"%s-plan.json" % host: json.dumps(plan, indent=4, sort_keys=True) + "\n",
+             "%s-plan.md" % host: markdown, "%s.svg" % host: svg}
+    diffs = []
+    for name, text in files.items():
+        path = os.path.join(output_dir, name)
+        before = _write(path, text, check_mode) if os.path.isdir(output_dir) else ""
+        if before is not None:
+            diffs.append({"before_header": path, "after_header": path, "before": before, "after": text})
+    return bool(diffs), [os.path.join(output_dir, name) for name in files], diffs
 
 
 def write_report(report_dir, run_id, host, section, dry_run, check_mode):
@@ -211,7 +229,7 @@ def write_report(report_dir, run_id, host, section, dry_run, check_mode):
         files[os.path.join(report_dir, "%s.svg" % host)] = plan_svg(section["plan"])
     changed = False
     for file_path, text in files.items():
-        changed = _write(file_path, text, check_mode) or changed
+        changed = _write(file_path, text, check_mode) is not None or changed
     return changed, sorted(files)
 
 

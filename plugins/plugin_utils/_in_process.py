@@ -1,0 +1,78 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this plugin util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""The action plugin of a module whose controller-side work needs no separate process.
+
+Shipping a module to the controller itself costs a Python start and the module's imports for
+every host and task: most of a fleet plan's time. On a local connection without become, async
+or a task environment, the same module_utils function runs here, after the same argument checks
+AnsibleModule makes, and fails with the same one-line messages; anywhere else the module runs."""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_message
+
+_LOCAL = ("local", "ansible.builtin.local")
+
+
+class InProcessModule(ActionBase):
+    """Subclasses set ``module``, ``argument_spec`` (and ``validator_options``: required_if
+    and friends) and ``work(params, check_mode, diff) -> result``, raising as a module's work
+    does; ``in_process(args)`` narrows the calls done here."""
+
+    _supports_check_mode = True
+    module = ""
+    argument_spec = {}
+    validator_options = {}
+
+    @staticmethod
+    def work(params, check_mode, diff):
+        raise NotImplementedError
+
+    def in_process(self, args):  # pylint: disable=unused-argument
+        return True
+
+    def _on_controller(self):
+        return (self._connection.transport in _LOCAL and not self._play_context.become
+                and not self._task.async_val and not any(self._task.environment or []))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp  # no effect since ansible-core 2.10
+        args = dict(self._task.args)
+        if not (self._on_controller() and self.in_process(args)):
+            result.update(self._execute_module(module_name=self.module, module_args=args, task_vars=task_vars))
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
+        validation = ArgumentSpecValidator(self.argument_spec, **self.validator_options).validate(args)
+        if validation.error_messages:
+            message = validation.errors.msg
+            if isinstance(validation.errors[0], UnsupportedError):
+                message = "Unsupported parameters for (%s) module: %s" % (self.module, message)
+            result.update(failed=True, msg=message)
+            return result
+        try:
+            done = self.work(validation.validated_parameters, bool(self._task.check_mode), bool(self._task.diff))
+        except (ValueError, OSError, DockerError) as exc:
+            result.update(failed=True, msg=operator_message(exc))
+            return result
+        except Exception as exc:  # pylint: disable=broad-except  # a bug: Ansible keeps its traceback
+            raise AnsibleActionFail(operator_message(exc), orig_exc=exc) from exc
+        for warning in done.pop("warnings", []):
+            Display().warning(warning)
+        # what a shipped module's result would be after its JSON round trip
+        result.update(json.loads(json.dumps(done)))
+        return result

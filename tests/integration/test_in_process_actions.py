@@ -1,0 +1,120 @@
+"""seat_plan, and gpu_info reading a snapshot, run in Ansible's own process on the controller
+(their action plugins) and give what the shipped module gives: the same plan, the same
+refusals in the same words, the same check mode. A task environment makes Ansible ship the
+module, so one playbook run holds both paths; -vvv shows which one each task took."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, run_ansible
+
+FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
+SNAPSHOT = REPO_ROOT / "inventories" / "fv-ml1" / "snapshots" / "plateau-20261007.json"
+SHIPPED = {"LLMFLEET_SHIPPED": "1"}  # any task environment: the module runs as a process
+
+PLAN_ARGS = {"host": "{{ inventory_hostname }}", "gpus": "{{ llmfleet_gpus }}", "seats": "{{ llmfleet_seats }}",
+             "seat_defaults": "{{ llmfleet_seat_defaults }}", "inventory_dir": "{{ inventory_dir }}",
+             "kv_factor": "{{ llmfleet_kv_factor }}", "kv_round_to": "{{ llmfleet_kv_round_to }}"}
+
+
+def _task(name, module, args, **keywords):
+    return {"name": name, "llmfleet.seats.%s" % module: args, "delegate_to": "localhost",
+            "register": name, "ignore_errors": True, **keywords}
+
+
+def _both(name, module, args, **keywords):
+    """The task run here, and the same task with the module shipped."""
+    return [_task(name + "_here", module, args, **keywords),
+            _task(name + "_shipped", module, args, environment=SHIPPED, **keywords)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("in-process")
+    tasks = (
+        _both("plan", "seat_plan", PLAN_ARGS)
+        + _both("unknown", "seat_plan", dict(PLAN_ARGS, bogus=1))
+        + _both("mistyped", "seat_plan", dict(PLAN_ARGS, min_spare_mib="lots"))
+        + _both("bad_seat", "seat_plan", dict(PLAN_ARGS, seats=[{"name": "alpha", "engine": "vllm", "max_model_len": -1}]))
+        + _both("snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(SNAPSHOT)})
+        + _both("no_snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(out / "none.json")})
+        + _both("no_path", "gpu_info", {"source": "snapshot"})
+        + [_task("dry", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "dry")), check_mode=True),
+           _task("written", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
+           _task("again", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
+           {"name": "keep the results", "delegate_to": "localhost",
+            "ansible.builtin.copy": {"dest": str(out / "results.json"), "mode": "0644",
+                                     "content": "{{ results | to_json }}"},
+            "vars": {"results": {name: "{{ %s }}" % name for name in (
+                "plan_here", "plan_shipped", "unknown_here", "unknown_shipped", "mistyped_here",
+                "mistyped_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
+                "snapshot_shipped", "no_snapshot_here", "no_snapshot_shipped", "no_path_here",
+                "no_path_shipped", "dry", "written", "again")}}}])
+    playbook = out / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "twin1", "gather_facts": False, "tasks": tasks}], sort_keys=False))
+    proc = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), str(playbook), "-vvv"])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out, proc.stdout, json.loads((out / "results.json").read_text())
+
+
+def test_only_the_shipped_tasks_start_a_module_process(runs):
+    _out, stdout, _results = runs
+    def shipped(module):
+        return len(re.findall(r"^<[^>]+> PUT \S+ TO \S+/AnsiballZ_%s\.py$" % module, stdout, re.M))
+    assert shipped("seat_plan") == 4, "the four seat_plan tasks with an environment, and no other"
+    assert shipped("gpu_info") == 3, "the three gpu_info tasks with an environment, and no other"
+
+
+@pytest.mark.parametrize("name", ["plan", "snapshot"])
+def test_the_same_result_either_way(runs, name):
+    _out, _stdout, results = runs
+    here, shipped = results[name + "_here"], results[name + "_shipped"]
+    assert not here.get("failed") and not shipped.get("failed"), (here.get("msg"), shipped.get("msg"))
+    drop = {"invocation", "_ansible_no_log"}
+    assert {k: v for k, v in here.items() if k not in drop} == {k: v for k, v in shipped.items() if k not in drop}
+
+
+def test_the_plan_is_the_fleets(runs):
+    plan = runs[2]["plan_here"]["plan"]
+    assert plan["host"] == "twin1" and [seat["name"] for seat in plan["seats"]] == ["alpha", "beta", "gamma", "asr"]
+    assert runs[2]["plan_here"]["markdown"].startswith("#") and "<svg" in runs[2]["plan_here"]["svg"]
+
+
+@pytest.mark.parametrize("name, words", [
+    ("unknown", "Unsupported parameters for (llmfleet.seats.seat_plan) module: bogus"),
+    ("mistyped", "min_spare_mib"),
+    ("bad_seat", "max_model_len"),
+    ("no_snapshot", "none.json"),
+    ("no_path", "snapshot_path"),
+])
+def test_the_same_refusal_in_the_same_words(runs, name, words):
+    _out, _stdout, results = runs
+    here, shipped = results[name + "_here"], results[name + "_shipped"]
+    assert here["failed"] and shipped["failed"]
+    assert here["msg"] == shipped["msg"] and words in here["msg"], (here["msg"], shipped["msg"])
+    assert "Traceback" not in here["msg"]
+
+
+def test_check_mode_writes_no_plan_file(runs):
+    out, _stdout, results = runs
+    assert results["dry"]["changed"] and not (out / "dry").exists()
+
+
+def test_the_plan_files_are_written_once_with_their_diff(runs):
+    out, _stdout, results = runs
+    written, again = results["written"], results["again"]
+    names = ["twin1-plan.json", "twin1-plan.md", "twin1.svg"]
+    assert written["changed"] and written["files"] == [str(out / "plans" / name) for name in names]
+    assert [d["after_header"] for d in written["diff"]] == written["files"]
+    assert all(d["before"] == "" for d in written["diff"])
+    assert json.loads((out / "plans" / "twin1-plan.json").read_text()) == written["plan"]
+    assert (out / "plans" / "twin1-plan.md").read_text() == written["markdown"]
+    assert {stat.S_IMODE((out / "plans" / name).stat().st_mode) for name in names} == {0o644}
+    assert stat.S_IMODE((out / "plans").stat().st_mode) == 0o755
+    assert not again["changed"] and "diff" not in again
