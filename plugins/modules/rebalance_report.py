@@ -19,7 +19,14 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.action
 attributes:
+  action:
+    support: full
+    details:
+      - On the controller (a local connection without become, async or a task environment, as
+        when delegated to localhost) the report is written from Ansible's own process, with the
+        same checks and results; elsewhere the module runs as usual.
   check_mode:
     support: full
   diff_mode:
@@ -78,25 +85,17 @@ paths:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import write_report
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import (
+    REBALANCE_REPORT_SPEC,
+    rebalance_report,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "report_dir": {"type": "path", "required": True},
-            "run_id": {"type": "str", "required": True},
-            "host": {"type": "str", "required": True},
-            "check_mode": {"type": "bool", "default": False},
-            "section": {"type": "dict", "required": True},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
+    module = AnsibleModule(argument_spec=REBALANCE_REPORT_SPEC, supports_check_mode=True)
     with operator_errors(module):
-        changed, paths = write_report(params["report_dir"], params["run_id"], params["host"],
-                                      params["section"], params["check_mode"], module.check_mode)
-    module.exit_json(changed=changed, paths=paths)
+        result = rebalance_report(module.params, module.check_mode)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""seat_plan, and gpu_info reading a snapshot, run in Ansible's own process on the controller
-(their action plugins) and give what the shipped module gives: the same plan, the same
-refusals in the same words, the same check mode. A task environment makes Ansible ship the
+"""seat_plan, rebalance_report, and gpu_info reading a snapshot, run in Ansible's own process on
+the controller (their action plugins) and give what the shipped module gives: the same plan
+and report, the same refusals in the same words, the same check mode. A task environment makes Ansible ship the
 module, so one playbook run holds both paths; -vvv shows which one each task took."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +22,11 @@ SHIPPED = {"LLMFLEET_SHIPPED": "1"}  # any task environment: the module runs as 
 PLAN_ARGS = {"host": "{{ inventory_hostname }}", "gpus": "{{ llmfleet_gpus }}", "seats": "{{ llmfleet_seats }}",
              "seat_defaults": "{{ llmfleet_seat_defaults }}", "inventory_dir": "{{ inventory_dir }}",
              "kv_factor": "{{ llmfleet_kv_factor }}", "kv_round_to": "{{ llmfleet_kv_round_to }}"}
+
+
+def _report(report_dir):
+    return {"report_dir": str(report_dir), "run_id": "r1", "host": "twin1",
+            "section": {"status": "planned", "actions": ["nothing"], "plan": "{{ plan_here.plan }}"}}
 
 
 def _task(name, module, args, **keywords):
@@ -48,6 +54,8 @@ def runs(tmp_path_factory):
         + [_task("dry", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "dry")), check_mode=True),
            _task("written", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
            _task("again", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
+           _task("report_here", "rebalance_report", _report(out / "report-here")),
+           _task("report_shipped", "rebalance_report", _report(out / "report-shipped"), environment=SHIPPED),
            {"name": "keep the results", "delegate_to": "localhost",
             "ansible.builtin.copy": {"dest": str(out / "results.json"), "mode": "0644",
                                      "content": "{{ results | to_json }}"},
@@ -55,7 +63,7 @@ def runs(tmp_path_factory):
                 "plan_here", "plan_shipped", "unknown_here", "unknown_shipped", "mistyped_here",
                 "mistyped_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
                 "snapshot_shipped", "no_snapshot_here", "no_snapshot_shipped", "no_path_here",
-                "no_path_shipped", "dry", "written", "again")}}}])
+                "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped")}}}])
     playbook = out / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "twin1", "gather_facts": False, "tasks": tasks}], sort_keys=False))
     proc = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), str(playbook), "-vvv"])
@@ -65,10 +73,12 @@ def runs(tmp_path_factory):
 
 def test_only_the_shipped_tasks_start_a_module_process(runs):
     _out, stdout, _results = runs
+
     def shipped(module):
         return len(re.findall(r"^<[^>]+> PUT \S+ TO \S+/AnsiballZ_%s\.py$" % module, stdout, re.M))
     assert shipped("seat_plan") == 4, "the four seat_plan tasks with an environment, and no other"
     assert shipped("gpu_info") == 3, "the three gpu_info tasks with an environment, and no other"
+    assert shipped("rebalance_report") == 1, "the rebalance_report task with an environment, and no other"
 
 
 @pytest.mark.parametrize("name", ["plan", "snapshot"])
@@ -118,3 +128,12 @@ def test_the_plan_files_are_written_once_with_their_diff(runs):
     assert {stat.S_IMODE((out / "plans" / name).stat().st_mode) for name in names} == {0o644}
     assert stat.S_IMODE((out / "plans").stat().st_mode) == 0o755
     assert not again["changed"] and "diff" not in again
+
+
+def test_the_same_report_either_way(runs):
+    out, _stdout, results = runs
+    here, shipped = results["report_here"], results["report_shipped"]
+    assert here["changed"] and shipped["changed"]
+    assert [Path(path).name for path in here["paths"]] == ["report.json", "report.md", "twin1.svg"]
+    for name in ("report.json", "report.md", "twin1.svg"):
+        assert (out / "report-here" / name).read_text() == (out / "report-shipped" / name).read_text()

@@ -204,6 +204,23 @@ def write_plan_files(output_dir, host, plan, markdown, svg, check_mode):
     return bool(diffs), [os.path.join(output_dir, name) for name in files], diffs
 
 
+# rebalance_report's arguments (the module and its action plugin validate against the same spec)
+REBALANCE_REPORT_SPEC = {
+    "report_dir": {"type": "path", "required": True},
+    "run_id": {"type": "str", "required": True},
+    "host": {"type": "str", "required": True},
+    "check_mode": {"type": "bool", "default": False},
+    "section": {"type": "dict", "required": True},
+}
+
+
+def rebalance_report(params, check_mode=False):
+    """rebalance_report's result: write_report with its validated arguments."""
+    changed, paths = write_report(params["report_dir"], params["run_id"], params["host"],
+                                  params["section"], params["check_mode"], check_mode)
+    return {"changed": changed, "paths": paths}
+
+
 def write_report(report_dir, run_id, host, section, dry_run, check_mode):
     """Put ``host``'s section into ``report_dir/report.json`` (a new ``run_id`` starts a new
     report), render ``report.md`` and the host's SVG; ``(changed, paths)``. ``dry_run`` says
