@@ -72,7 +72,7 @@ PLAN_FLAGS = (
     "--num-gpu-blocks-override")
 _SHORT_PLAN_FLAGS = ("-tp", "-pp", "-dp")
 _MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
-_SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
+SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 _PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The planned numbers a plan seat carries, once.
 PLANNED_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
@@ -128,7 +128,7 @@ def normalize(check, where, raw, seat, defaults):
     seat["tensor_parallel_size"] = seat["gpu_count"]
     # an unreadable seat name is its own problem, not the served names' too
     served = raw.get("served_model_names", [name] if name else ["seat"])
-    seat["served_model_names"] = check.string_list(where, "served_model_names", served or None, _SERVED_NAME_RE,
+    seat["served_model_names"] = check.string_list(where, "served_model_names", served or None, SERVED_NAME_RE,
                                                    "model names (letters, digits, ._:/@+-)") or [name]
     for field in ("tool_call_parser", "reasoning_parser"):
         seat[field] = check.text(where, field, raw[field], _PARSER_RE, "a vLLM parser name such as hermes") \

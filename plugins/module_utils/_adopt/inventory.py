@@ -1,0 +1,258 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""A starting inventory for a host something else started: its GPUs from a gpu_info reading,
+every container on a GPU as a seat (a vLLM server with the fields that launch it, anything
+else as a fixed tenant capped at what it holds now), the model configs they serve, a plateau
+snapshot once every seat has run a day, and a note for everything it could not work out."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
+    build_snapshot,
+    dump_snapshot,
+    utc_timestamp,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields, server_args
+
+PLATEAU_SECONDS = 24 * 3600  # "headroom at plateau": a day after boot
+# Ansible would template these when it reads the written inventory: text from a host never
+# becomes code on the controller.
+_TEMPLATE_RE = re.compile(r"\{\{|\{%|\{#")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_VARIABLE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+# Variables the runtime sets from the seat's GPUs; carried over they would fight it.
+_GPU_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+class AdoptError(ValueError):
+    """What adopt_info returned cannot be read as a host."""
+
+
+def _seat_name(record, taken):
+    """The compose service's name (else the container's) in the seat grammar, unique."""
+    raw = record.get("compose_service") or record["name"]
+    name = re.sub(r"[^a-z0-9_-]+", "-", raw.lower()).strip("-_") or "seat"
+    if not SEAT_NAME_RE.match(name):
+        name = "seat-" + name
+    candidate, number = name, 2
+    while candidate in taken:
+        candidate, number = "%s-%d" % (name, number), number + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _gpus_of(record, cards):
+    """The UUIDs of the GPUs a container uses: its device request, its visible devices, else
+    the GPUs its processes hold memory on."""
+    by_key = {}
+    for gpu in cards["gpus"]:
+        by_key[str(gpu["index"])] = gpu["uuid"]
+        by_key[gpu["uuid"]] = gpu["uuid"]
+    wanted = list(record.get("gpu_device_ids") or [])
+    visible = record.get("visible_devices")
+    if not wanted and visible and visible not in ("all", "void", "none"):
+        wanted = [part.strip() for part in visible.split(",") if part.strip()]
+    if wanted:
+        return [by_key[key] for key in wanted if key in by_key]
+    return [gpu["uuid"] for gpu in cards["gpus"]
+            if any(p.get("container") == record["name"] for p in gpu.get("processes") or [])]
+
+
+def _held_mib(record, cards):
+    """What the container's processes hold per GPU now (MiB)."""
+    held = {}
+    for gpu in cards["gpus"]:
+        used = sum(p.get("used_mib") or 0 for p in gpu.get("processes") or [] if p.get("container") == record["name"])
+        if used:
+            held[gpu["uuid"]] = used
+    return held
+
+
+def _with_secrets(seat, record, secrets_note):
+    """Each secret variable as a reference to a vault variable: the value stays on the host."""
+    secrets = [name for name in record["secret_environment"] if _VARIABLE_RE.match(name)]
+    if len(secrets) < len(record["secret_environment"]):
+        secrets_note("seat %s: a secret whose name is not a variable name (left out)" % seat["name"])
+    if secrets:
+        stem = seat["name"].replace("-", "_")
+        seat["secret_environment"] = {secret: "{{ vault_%s_%s }}" % (stem, secret.lower()) for secret in secrets}
+        secrets_note(", ".join("vault_%s_%s" % (stem, secret.lower()) for secret in secrets))
+    return seat
+
+
+def _common_fields(name, record, gpus):
+    seat = {"name": name, "engine": None, "image": record["image"]}
+    if record["name"] != name:
+        seat["container_name"] = record["name"]
+    seat["current_gpu"] = gpus[0] if len(gpus) == 1 else gpus
+    environment = {k: v for k, v in sorted(record["environment"].items()) if k not in _GPU_VARIABLES}
+    if environment:
+        seat["environment"] = environment
+    volumes = ["%s:%s%s" % (m["source"], m["destination"], ":ro" if m["read_only"] else "")
+               for m in record["mounts"] if m.get("source")]
+    if volumes:
+        seat["volumes"] = volumes
+    return seat
+
+
+def _host_port(record, container_port):
+    if record.get("network_mode") == "host":
+        return container_port
+    ports = [p["host_port"] for p in record["ports"] if p["container_port"] == container_port]
+    return ports[0] if ports else None
+
+
+def _untemplated(name, seat, note):
+    """The seat without any text Ansible would template, each one dropped with a note."""
+    clean = {}
+    for field, value in seat.items():
+        if isinstance(value, str) and _TEMPLATE_RE.search(value):
+            note("seat %s: %s holds Jinja markers; left out: set it by hand" % (name, field))
+        elif isinstance(value, list) and any(isinstance(v, str) and _TEMPLATE_RE.search(v) for v in value):
+            note("seat %s: %s holds Jinja markers; left out: set it by hand" % (name, field))
+        elif isinstance(value, dict) and any(_TEMPLATE_RE.search(k) or isinstance(v, str) and _TEMPLATE_RE.search(v)
+                                             for k, v in value.items()):
+            kept = {k: v for k, v in value.items()
+                    if not (_TEMPLATE_RE.search(k) or isinstance(v, str) and _TEMPLATE_RE.search(v))}
+            note("seat %s: %s %s hold Jinja markers; left out: set them by hand" % (
+                name, field, ", ".join(sorted(set(value) - set(kept)))))
+            if kept:
+                clean[field] = kept
+        else:
+            clean[field] = value
+    return clean
+
+
+def _vllm_seat(host, name, record, gpus, note, files):
+    fields, container_port, utilization, argv_notes = adopted_fields(record["args"])
+    for text in argv_notes:
+        note("seat %s: %s" % (name, text))
+    seat = _common_fields(name, record, gpus)
+    seat["engine"] = "vllm"
+    seat.update(fields)
+    port = _host_port(record, container_port)
+    if port is None:
+        note("seat %s: its port %d is not published on the host; set port" % (name, container_port))
+    else:
+        seat["port"] = port
+    if "served_model_names" not in fields:
+        served = fields.get("model", name)  # vLLM serves the model as it was named
+        if not SERVED_NAME_RE.match(served):
+            note("seat %s: vLLM served it as %s, a name the collection does not write; it is served "
+                 "as %s now: point the clients (or the gateway) that call the old name there" % (name, served, name))
+            served = name
+        seat["served_model_names"] = [served]
+    if "max_model_len" not in fields:
+        seat["max_model_len"] = "published"
+        note("seat %s: no --max-model-len, so vLLM ran the model's own window: max_model_len: published" % name)
+    if utilization is not None:
+        note("seat %s: ran util-sized (--gpu-memory-utilization %s): its KV was whatever the card had "
+             "free at boot; the plan pins it in bytes by the sizing rule" % (name, utilization))
+    model = record.get("model") or {}
+    if model.get("model_config"):
+        path = "models/%s/%s/config.json" % (host, name)
+        files[path] = json.dumps(model["model_config"], indent=2, sort_keys=True) + "\n"
+        seat["model_config"] = path
+    else:
+        note("seat %s: model_config: %s; copy its config.json beside the inventory and name it"
+             % (name, model.get("problem") or "the model was not found"))
+    if model.get("weights_bytes"):
+        seat["weights_bytes"] = "%dMiB" % -(-model["weights_bytes"] // MIB)
+    else:
+        note("seat %s: weights_bytes: no checkpoint files found beside its config; set the "
+             "checkpoint's size" % name)
+    tp = fields.get("tensor_parallel_size", 1)
+    if len(gpus) != tp:
+        note("seat %s: runs on %d GPU(s) with tensor_parallel_size %d; check current_gpu" % (name, len(gpus), tp))
+    return seat
+
+
+def _fixed_seat(name, record, gpus, held, note):
+    seat = _common_fields(name, record, gpus)
+    seat["engine"] = "fixed"
+    cap = max(held.values()) if held else None
+    if cap:
+        seat["memory_cap_bytes"] = "%dMiB" % cap
+        note("seat %s: not a vLLM server: a fixed tenant capped at what it holds now (%d MiB); "
+             "raise memory_cap_bytes to what it holds at its peak" % (name, cap))
+    else:
+        note("seat %s: not a vLLM server and holds no GPU memory now: set memory_cap_bytes" % name)
+    if record["ports"]:
+        seat["port"] = record["ports"][0]["host_port"]
+        seat["container_port"] = record["ports"][0]["container_port"]
+    else:
+        note("seat %s: publishes no port; set port and container_port" % name)
+    return seat
+
+
+def adopted_inventory(host, containers, cards, now=None):
+    """``{host_vars, files: {path: text}, notes}`` for ``host`` from adopt_info's
+    ``containers`` and a gpu_info reading ``cards``; ``files`` (model configs, a plateau
+    snapshot) go beside the host_vars, paths relative to the inventory."""
+    if not isinstance(cards, dict) or not isinstance(cards.get("gpus"), list):
+        raise AdoptError("host %s: cards: expected a gpu_info result with gpus" % host)
+    if not isinstance(containers, list):
+        raise AdoptError("host %s: containers: expected adopt_info's list of containers" % host)
+    notes, files, seats, taken, secret_names = [], {}, [], set(), []
+    host_vars = {"llmfleet_gpus": [{"index": gpu["index"], "uuid": gpu["uuid"], "name": gpu["name"],
+                                    "memory_total_mib": gpu["memory_total_mib"]}
+                                   for gpu in sorted(cards["gpus"], key=lambda g: g["index"])]}
+    ran, ages, projects = {}, [], {}
+    for record in containers:
+        gpus = _gpus_of(record, cards)
+        is_vllm = server_args(record["args"]) is not None
+        if not gpus:
+            if is_vllm:
+                notes.append("container %s serves vLLM but uses no GPU of this host; left out" % record["name"])
+            continue
+        name = _seat_name(record, taken)
+        if record.get("managed_seat"):
+            notes.append("seat %s: already run by this collection as seat %s" % (name, record["managed_seat"]))
+        if is_vllm:
+            seat = _vllm_seat(host, name, record, gpus, notes.append, files)
+        else:
+            seat = _fixed_seat(name, record, gpus, _held_mib(record, cards), notes.append)
+        seat = _with_secrets(_untemplated(name, seat, notes.append), record, secret_names.append)
+        if is_vllm and "kv_cache_memory_bytes" in seat:
+            ran[name] = {field: seat[field] for field in ("kv_cache_memory_bytes", "image", "model")
+                         if field in seat}
+            if isinstance(seat.get("max_model_len"), int):
+                ran[name]["max_model_len"] = seat["max_model_len"]
+        if record.get("compose_project"):
+            projects.setdefault(record["compose_project"], []).append(name)
+        ages.append(record.get("running_s") or 0)
+        seats.append(seat)
+    host_vars["llmfleet_seats"] = seats
+    for project, names in sorted(projects.items()):
+        notes.append("compose project %s runs %s now: stop it (docker compose -p %s down) before the first "
+                     "rebalance starts the collection's own" % (project, ", ".join(names), project))
+    if secret_names:
+        notes.append("secrets stay on the host: put %s in vault" % "; ".join(secret_names))
+    if seats and min(ages) >= PLATEAU_SECONDS:
+        taken_at = utc_timestamp(now)
+        path = "snapshots/%s-plateau-%s.json" % (host, taken_at[:10].replace("-", ""))
+        files[path] = dump_snapshot(build_snapshot(cards, host, taken_at))
+        host_vars["llmfleet_plateau_snapshot"] = "{{ inventory_dir }}/%s" % path
+        if ran:
+            host_vars["llmfleet_plateau_ran"] = ran
+        unmeasured = sorted(seat["name"] for seat in seats if seat["engine"] == "vllm" and seat["name"] not in ran)
+        if unmeasured:
+            notes.append("plateau: %s ran util-sized, so their KV then is unknown: they get the default "
+                         "overhead until a pinned run is recorded" % ", ".join(unmeasured))
+    elif seats:
+        notes.append("plateau: the youngest seat has run %d s, under a day: no plateau snapshot yet; "
+                     "adopt again (or record one with gpu_info) once every seat has run a day" % min(ages))
+    if not seats:
+        notes.append("no container uses a GPU of this host: llmfleet_seats is empty")
+    return {"host_vars": host_vars, "files": files, "notes": [_CONTROL_RE.sub(" ", note) for note in notes]}

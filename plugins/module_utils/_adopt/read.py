@@ -1,0 +1,195 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""What every running container of a host launches, as adopt_info returns it: image, command
+line, its own environment (a secret's name only, never its value), ports, GPUs, mounts and
+restart policy; and for a vLLM server the config.json and weights of the model it serves,
+found through its mounts (a model directory, or the Hugging Face cache)."""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import json
+import os
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import model_of
+
+_HF_HOME = "/root/.cache/huggingface"  # huggingface_hub's default for root, as in vLLM's image
+_CONFIG_LIMIT = 4 * 1024 * 1024
+_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
+
+
+def _container_path(path, mounts):
+    """The host path behind a path inside the container, through its longest mount, or None."""
+    best = None
+    for mount in mounts:
+        target = mount["destination"].rstrip("/") or "/"
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            if best is None or len(target) > len(best["destination"]):
+                best = mount
+    if best is None or not best.get("source"):
+        return None
+    rest = path[len(best["destination"].rstrip("/")):].lstrip("/")
+    return os.path.join(best["source"], rest) if rest else best["source"]
+
+
+def _hub_snapshot(model, environment, mounts):
+    """The host directory of the newest snapshot of a Hugging Face id in the cache the
+    container mounts, or (None, why)."""
+    hub = environment.get("HF_HUB_CACHE") or os.path.join(environment.get("HF_HOME") or _HF_HOME, "hub")
+    host_hub = _container_path(hub, mounts)
+    if host_hub is None:
+        return None, "the container mounts no Hugging Face cache at %s" % hub
+    repo = os.path.join(host_hub, "models--" + model.replace("/", "--"))
+    try:
+        with open(os.path.join(repo, "refs", "main")) as handle:
+            revision = handle.read().strip()
+    except OSError:
+        revision = None
+    snapshots = sorted(glob.glob(os.path.join(repo, "snapshots", "*")), key=os.path.getmtime)
+    chosen = os.path.join(repo, "snapshots", revision) if revision else (snapshots[-1] if snapshots else None)
+    if not chosen or not os.path.isdir(chosen):
+        return None, "%s is not in the Hugging Face cache at %s" % (model, host_hub)
+    return chosen, None
+
+
+def model_files(model, environment, mounts):
+    """``{model_dir, model_config, weights_bytes, problem}`` of the model a vLLM server serves:
+    a path inside the container is followed through its mounts, an id looked up in its
+    Hugging Face cache; ``problem`` says why a config could not be read."""
+    found = {"model_dir": None, "model_config": None, "weights_bytes": None, "problem": None}
+    if model.startswith("/"):
+        directory = _container_path(model, mounts)
+        if directory is None:
+            found["problem"] = "%s is inside the image (no mount holds it)" % model
+            return found
+    else:
+        directory, found["problem"] = _hub_snapshot(model, environment, mounts)
+        if directory is None:
+            return found
+    found["model_dir"] = directory
+    path = os.path.join(directory, "config.json")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_CONFIG_LIMIT + 1)
+        config = json.loads(data.decode("utf-8")) if len(data) <= _CONFIG_LIMIT else None
+    except (OSError, ValueError) as exc:
+        found["problem"] = "%s cannot be read as a model config: %s" % (path, getattr(exc, "strerror", None) or exc)
+        return found
+    if not isinstance(config, dict):
+        found["problem"] = "%s is not a model config (a JSON object)" % path
+        return found
+    found["model_config"] = config
+    found["weights_bytes"] = _weights_bytes(directory)
+    return found
+
+
+def _weights_bytes(directory):
+    """The checkpoint's tensor bytes: the safetensors index's total_size (what vLLM loads),
+    else the size of the checkpoint files (the Hugging Face cache links them to its blobs)."""
+    try:
+        with open(os.path.join(directory, "model.safetensors.index.json"), "rb") as handle:
+            total = json.loads(handle.read(_CONFIG_LIMIT).decode("utf-8"))["metadata"]["total_size"]
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            return total
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    files = {os.path.realpath(name) for pattern in _WEIGHT_PATTERNS
+             for name in glob.glob(os.path.join(directory, pattern))}
+    return sum(os.path.getsize(name) for name in files) or None
+
+
+def _running_seconds(started_at, now):
+    try:
+        started = datetime.datetime.fromisoformat(started_at[:26].rstrip("Z") + "+00:00")
+    except (TypeError, ValueError):
+        return None
+    return max(0, int((now - started).total_seconds()))
+
+
+def _environment(own):
+    """The container's own variables (not its image's): ``(plain, secret names)``."""
+    plain, secrets = {}, []
+    for name, value in own.items():
+        if SECRET_NAME_RE.search(name):
+            secrets.append(name)
+        else:
+            plain[name] = value
+    return plain, sorted(secrets)
+
+
+def _pairs(entries):
+    return dict(entry.split("=", 1) if "=" in entry else (entry, "") for entry in entries or [])
+
+
+def container_record(attrs, image_env, now):
+    """One running container as adopt_info returns it."""
+    config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
+    labels = config.get("Labels") or {}
+    env = _pairs(config.get("Env"))
+    defaults = _pairs(image_env.get(attrs.get("Image"), []))
+    own = {name: value for name, value in env.items() if defaults.get(name) != value}
+    plain, secrets = _environment(own)
+    mounts = [{"source": m.get("Source"), "destination": m.get("Destination"), "read_only": not m.get("RW", True)}
+              for m in attrs.get("Mounts") or [] if m.get("Destination")]
+    ports = []
+    for spec, bindings in sorted((host.get("PortBindings") or {}).items()):
+        port, _slash, protocol = spec.partition("/")
+        for binding in bindings or []:
+            if binding.get("HostPort"):
+                ports.append({"container_port": int(port), "host_port": int(binding["HostPort"]),
+                              "protocol": protocol or "tcp"})
+    devices = [request for request in host.get("DeviceRequests") or []
+               if request.get("Driver") in ("nvidia", "", None) or ["gpu"] in (request.get("Capabilities") or [])]
+    record = {
+        "name": (attrs.get("Name") or "").lstrip("/"),
+        "compose_project": labels.get("com.docker.compose.project"),
+        "compose_service": labels.get("com.docker.compose.service"),
+        "managed_seat": labels.get(MANAGED_LABEL),
+        "image": config.get("Image"),
+        "image_id": attrs.get("Image"),
+        "args": [attrs.get("Path")] + list(attrs.get("Args") or []) if attrs.get("Path") else [],
+        "environment": plain,
+        "secret_environment": secrets,
+        "ports": ports,
+        "network_mode": host.get("NetworkMode"),
+        "ipc_mode": host.get("IpcMode"),
+        "gpu_device_ids": sorted({str(i) for request in devices for i in request.get("DeviceIDs") or []}),
+        "gpu_all": any(request.get("Count") == -1 for request in devices),
+        "visible_devices": env.get("NVIDIA_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES"),
+        "mounts": mounts,
+        "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
+        "running_s": _running_seconds((attrs.get("State") or {}).get("StartedAt"), now),
+        "model": None,
+    }
+    model = model_of(record["args"])
+    if model:
+        record["model"] = dict(model_files(model, env, mounts), name=model)
+    return record
+
+
+def running_containers(docker):
+    """Every running container of the Docker engine, by name (DockerError when it cannot be
+    asked)."""
+    rc, out, err = docker.run(["ps", "--quiet", "--no-trunc"], timeout=60)
+    if rc != 0:
+        raise DockerError("docker ps failed (rc=%d): %s" % (rc, (err or out).strip()))
+    found, why = docker.inspect(out.split())
+    if why:
+        raise DockerError(why)
+    images = sorted({attrs.get("Image") for attrs in found.values() if attrs.get("Image")})
+    image_env = {}
+    if images:
+        rc, out, err = docker.run(["image", "inspect"] + images, timeout=60)
+        if rc == 0:
+            image_env = {image.get("Id"): (image.get("Config") or {}).get("Env") or []
+                         for image in json.loads(out or "[]") if isinstance(image, dict)}
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return sorted((container_record(attrs, image_env, now) for attrs in found.values()), key=lambda r: r["name"])

@@ -1,0 +1,160 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""A running vLLM's command line read back as the seat fields that launch it (adopting a host
+that something else started): the inverse of vllm.command, and what it cannot express."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_flag
+
+# How a container runs vLLM's OpenAI server: `vllm serve MODEL ...` (the image's entrypoint) or
+# the module itself.
+_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+_DEFAULT_PORT = 8000
+_INT_FIELDS = {"--max-model-len": "max_model_len", "--tensor-parallel-size": "tensor_parallel_size",
+               "-tp": "tensor_parallel_size", "--block-size": "block_size", "--max-num-seqs": "max_num_seqs",
+               "--max-num-batched-tokens": "max_num_batched_tokens"}
+_TEXT_FIELDS = {"--kv-cache-dtype": "kv_cache_dtype", "--tool-call-parser": "tool_call_parser",
+                "--reasoning-parser": "reasoning_parser"}
+# Flags the collection cannot plan: the seat is adopted without them, and the notes say so.
+_UNPLANNED = ("--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--num-gpu-blocks-override")
+# utils/argparse_utils.py human_readable_int: lowercase suffixes are decimal, uppercase binary
+_HUMAN_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
+_DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+_BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+
+
+def server_args(args):
+    """The arguments after ``vllm serve`` (or the API server module), or None when ``args`` do
+    not run vLLM's server."""
+    for position, arg in enumerate(args):
+        name = arg.rsplit("/", 1)[-1]
+        if name == "vllm" and position + 1 < len(args) and args[position + 1] == "serve":
+            return list(args[position + 2:])
+        if arg in _SERVER_MODULES:
+            return list(args[position + 1:])
+    return None
+
+
+def _split(args):
+    """``[(flag, value or None)]`` and the positionals, with ``--flag=value`` split and every
+    value a flag takes joined to it (a flag followed by another flag takes none)."""
+    pairs, positionals, position = [], [], 0
+    while position < len(args):
+        arg = args[position]
+        if not arg.startswith("-") or arg == "-":
+            positionals.append(arg)
+            position += 1
+            continue
+        flag, has_value, value = arg.partition("=")
+        values = [value] if has_value else []
+        position += 1
+        while not has_value and position < len(args) and not args[position].startswith("-"):
+            values.append(args[position])
+            position += 1
+            if flag != "--served-model-name":  # the one flag of the plan's with nargs="+"
+                break
+        pairs.append((flag, values))
+    return pairs, positionals
+
+
+def human_readable_int(text):
+    """The number vLLM reads from ``text`` (``32k`` = 32000, ``32K`` = 32768, ``8G`` = 8 GiB),
+    or None where vLLM would refuse it."""
+    text = text.strip()
+    match = _HUMAN_INT_RE.match(text)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        return int(number) * _BINARY[suffix] if number.isdigit() else None
+    return int(text) if text.isdigit() else None
+
+
+def _size(num_bytes):
+    """Bytes as the inventory writes a size: in GiB or MiB when whole."""
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20)):
+        if num_bytes % size == 0:
+            return "%d%s" % (num_bytes // size, unit)
+    return num_bytes
+
+
+def model_of(args):
+    """The model a vLLM command line serves (``serve MODEL`` or ``--model MODEL``), or None."""
+    rest = server_args(args)
+    if rest is None:
+        return None
+    pairs, positionals = _split(rest)
+    for flag, values in pairs:
+        if plan_flag(flag) == "--model" and values:
+            return values[0]
+    return positionals[0] if positionals else None
+
+
+def adopted_fields(args):
+    """``(fields, container_port, utilization, notes)`` for a vLLM command line: the seat
+    fields that launch it, the port it listens on inside its container, the
+    ``--gpu-memory-utilization`` it was sized by (None when its KV is pinned), and what could
+    not be carried over."""
+    rest = server_args(args) or []
+    pairs, positionals = _split(rest)
+    fields, notes, extra = {}, [], []
+    container_port, utilization = _DEFAULT_PORT, None
+    if positionals:
+        fields["model"] = positionals[0]
+        extra.extend(positionals[1:])
+    for flag, values in pairs:
+        owned = plan_flag(flag)
+        key = owned if flag.startswith("--") else flag
+        value = values[0] if values else None
+        if key == "--model" and value:
+            fields["model"] = value
+        elif key == "--port" and value and value.isdigit():
+            container_port = int(value)
+        elif key == "--served-model-name" and values:
+            fields["served_model_names"] = list(values)
+        elif key in _INT_FIELDS and value and (human_readable_int(value) or 0) > 0:
+            fields[_INT_FIELDS[key]] = human_readable_int(value)
+        elif key in _TEXT_FIELDS and value:
+            fields[_TEXT_FIELDS[key]] = value
+        elif key == "--kv-cache-memory-bytes" and value and human_readable_int(value):
+            fields["kv_cache_memory_bytes"] = _size(human_readable_int(value))
+        elif key == "--gpu-memory-utilization" and value:
+            try:
+                utilization = float(value)
+            except ValueError:
+                notes.append("--gpu-memory-utilization %s is not a number; dropped" % value)
+        elif key == "--enable-auto-tool-choice":
+            pass  # the collection sets it with tool_call_parser
+        elif key == "--default-chat-template-kwargs" and value:
+            try:
+                fields["default_chat_template_kwargs"] = json.loads(value)
+            except ValueError:
+                notes.append("--default-chat-template-kwargs %s is not JSON; dropped" % value)
+        elif key == "--override-generation-config" and value:
+            try:
+                override = json.loads(value)
+            except ValueError:
+                override = None
+            if isinstance(override, dict) and set(override) == {"max_new_tokens"}:
+                fields["max_new_tokens"] = override["max_new_tokens"]
+            else:
+                notes.append("--override-generation-config %s: only max_new_tokens is carried over; "
+                             "dropped" % value)
+        elif key in _UNPLANNED or owned in _UNPLANNED:
+            notes.append("%s %s cannot be planned by the collection; dropped" % (flag, " ".join(values)))
+        else:
+            extra.extend([flag] + values)
+    if "kv_cache_memory_bytes" in fields:
+        utilization = None  # with KV pinned in bytes, util only gated its boot
+    if extra:
+        fields["extra_args"] = extra
+    return fields, container_port, utilization, notes

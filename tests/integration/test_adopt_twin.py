@@ -1,0 +1,131 @@
+"""`playbooks/adopt.yml` on a fleet twin host that the operator started by hand (a compose
+project of their own: a util-sized vLLM seat with a token, a pinned one, an ASR tenant): it
+writes a starting inventory the plan accepts, keeps the token on the host at every verbosity,
+writes nothing in check mode and never overwrites an inventory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, VENV_BIN, ansible_env, run_ansible
+from support.rollout import FLEET, twin_pair
+
+pytestmark = [pytest.mark.twin, pytest.mark.slow]
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "adopt.yml"
+TOKEN = "hf_twin_adopt_secret_0451"
+GPU1, GPU2 = "GPU-7a1c0001-0000-4000-8000-000000000001", "GPU-7a1c0001-0000-4000-8000-000000000002"
+COMPOSE = {"name": "ops", "services": {
+    "chat": {"image": "vllm/vllm-openai:v0.33.0", "restart": "unless-stopped",
+             "command": ["/srv/models/qwen3-8b", "--served-model-name", "chat", "--port", "8000",
+                         "--max-model-len", "8192", "--gpu-memory-utilization", "0.35"],
+             "environment": {"HF_TOKEN": TOKEN, "VLLM_LOGGING_LEVEL": "INFO"},
+             "ports": ["8211:8000"], "volumes": ["/srv/models:/srv/models:ro"],
+             "deploy": {"resources": {"reservations": {"devices": [
+                 {"driver": "nvidia", "device_ids": [GPU1], "capabilities": ["gpu"]}]}}}},
+    "coder": {"image": "vllm/vllm-openai:v0.33.0",
+              "command": ["/srv/models/llama-3.1-8b-instruct", "--served-model-name", "coder", "--port", "8000",
+                          "--max-model-len", "16384", "--kv-cache-memory-bytes", "4G",
+                          "--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"],
+              "ports": ["8212:8000"], "volumes": ["/srv/models:/srv/models:ro"],
+              "deploy": {"resources": {"reservations": {"devices": [
+                  {"driver": "nvidia", "device_ids": [GPU2], "capabilities": ["gpu"]}]}}}},
+    "asr": {"image": "llmfleet/asr-seat:twin", "ports": ["8213:8000"],
+            "deploy": {"resources": {"reservations": {"devices": [
+                {"driver": "nvidia", "device_ids": [GPU1], "capabilities": ["gpu"]}]}}}},
+}}
+START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
+    {"name": "Make the project's directory", "ansible.builtin.file": {"path": "/srv/ops", "state": "directory", "mode": "0700"}},
+    {"name": "Write the operator's own compose project", "ansible.builtin.copy": {
+        "dest": "/srv/ops/compose.yaml", "content": yaml.safe_dump(COMPOSE, sort_keys=False), "mode": "0600"}},
+    {"name": "Start it", "ansible.builtin.command": {
+        "cmd": "docker compose -f /srv/ops/compose.yaml up --detach --wait --wait-timeout 120"}},
+    {"name": "Wait until both vLLM seats answer", "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
+     "register": "up", "until": "up.status == 200", "retries": 60, "delay": 1, "loop": [8211, 8212]},
+]}]
+
+
+def _adopt(twin_inventory, output, *extra):
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory,
+                           str(PLAYBOOK), "-e", "target=twin1", "-e", "adopt_output=%s" % output] + list(extra),
+                          cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adopt")
+    with twin_pair() as twin_inventory:
+        start = root / "start.yml"
+        start.write_text(yaml.safe_dump(START, sort_keys=False))
+        started = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory, str(start)])
+        assert started.returncode == 0, started.stdout[-4000:] + started.stderr[-2000:]
+        dry = _adopt(twin_inventory, root / "dry", "--check")
+        first = _adopt(twin_inventory, root / "inventory", "-vvv")
+        again = _adopt(twin_inventory, root / "inventory")
+        output = root / "inventory"
+        (output / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {"twin1": None}}}))
+        plan = run_ansible(["ansible-playbook", "-i", str(output / "hosts.yml"), "-i", twin_inventory,
+                            "playbooks/plan.yml", "-e", "target=twin1", "-e", "vault_chat_hf_token=from-vault",
+                            "-e", "llmfleet_report_dir=%s" % (root / "plan")])
+        yield {"root": root, "dry": dry, "first": first, "again": again, "plan": plan}
+
+
+def _host_vars(adopted):
+    return yaml.safe_load((adopted["root"] / "inventory" / "host_vars" / "twin1.yml").read_text())
+
+
+def test_the_host_is_adopted_as_it_runs(adopted):
+    first = adopted["first"]
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    seats = {seat["name"]: seat for seat in _host_vars(adopted)["llmfleet_seats"]}
+    assert sorted(seats) == ["asr", "chat", "coder"]
+    chat, coder, asr = seats["chat"], seats["coder"], seats["asr"]
+    assert (chat["engine"], chat["current_gpu"], chat["port"], chat["max_model_len"]) == ("vllm", GPU1, 8211, 8192)
+    assert chat["served_model_names"] == ["chat"] and "kv_cache_memory_bytes" not in chat
+    assert chat["environment"] == {"VLLM_LOGGING_LEVEL": "INFO"}
+    assert chat["secret_environment"] == {"HF_TOKEN": "{{ vault_chat_hf_token }}"}
+    assert chat["weights_bytes"] == "15623MiB", "the safetensors index the seat loads"
+    assert chat["model_config"] == "models/twin1/chat/config.json"
+    config = json.loads((adopted["root"] / "inventory" / chat["model_config"]).read_text())
+    assert config == json.loads((FLEET / "models" / "qwen3-8b" / "config.json").read_text())
+    assert (coder["kv_cache_memory_bytes"], coder["tool_call_parser"], coder["current_gpu"]) == ("4GiB", "llama3_json", GPU2)
+    assert asr["engine"] == "fixed" and asr["current_gpu"] == GPU1 and asr["memory_cap_bytes"] == "3840MiB"
+    assert (asr["port"], asr["container_port"]) == (8213, 8000)
+    text = (adopted["root"] / "inventory" / "host_vars" / "twin1.yml").read_text()
+    assert "# - seat chat: ran util-sized (--gpu-memory-utilization 0.35)" in text
+    assert "stop it (docker compose -p ops down)" in text
+
+
+def test_the_token_stays_on_the_host(adopted):
+    first = adopted["first"]
+    assert TOKEN not in first.stdout + first.stderr, "the token reached the -vvv output"
+    for path in (adopted["root"] / "inventory").rglob("*"):
+        if path.is_file():
+            assert TOKEN not in path.read_text(), "the token reached %s" % path
+
+
+def test_the_plan_reads_the_adopted_inventory(adopted):
+    plan = adopted["plan"]
+    assert plan.returncode == 0, plan.stdout[-4000:] + plan.stderr[-2000:]
+    planned = json.loads((adopted["root"] / "plan" / "twin1-plan.json").read_text())
+    assert sorted(seat["name"] for seat in planned["seats"]) == ["asr", "chat", "coder"]
+    kv = {seat["name"]: (seat["kv_rule"], seat["kv_mib"]) for seat in planned["seats"]}
+    assert kv["coder"] == ("pinned 4 GiB", 4096), "the pin it ran with"
+    assert kv["chat"][0] == "rule 1.25x", "the util-sized seat is sized by the rule"
+    assert not any(seat["moved"] for seat in planned["seats"]), "adopted where they run, and the plan keeps them there"
+
+
+def test_check_mode_writes_nothing(adopted):
+    assert adopted["dry"].returncode == 0, adopted["dry"].stdout[-4000:]
+    assert not (adopted["root"] / "dry").exists()
+
+
+def test_an_inventory_is_never_overwritten(adopted):
+    again = adopted["again"]
+    assert again.returncode != 0
+    assert "host twin1: %s exists: adopt writes a starting inventory and never overwrites one" % (
+        adopted["root"] / "inventory" / "host_vars" / "twin1.yml") in again.stdout
