@@ -196,14 +196,49 @@ def _fixed_seat(name, record, gpus, held, note):
     return seat
 
 
+# What adopt_info returns of a container, by type (the filter refuses anything else).
+_RECORD_TYPES = {"name": str, "image": (str, type(None)), "args": list, "environment": dict,
+                 "secret_environment": list, "ports": list, "mounts": list, "gpu_device_ids": list,
+                 "running_s": (int, type(None))}
+_GPU_TYPES = {"index": int, "uuid": str, "name": str, "memory_total_mib": int}
+
+
+def _is(value, kind):
+    return isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, (int, type(None))))
+
+
+def _check(host, containers, cards):
+    if not isinstance(cards, dict) or not isinstance(cards.get("gpus"), list):
+        raise AdoptError("host %s: cards: expected a gpu_info result with gpus" % host)
+    for number, gpu in enumerate(cards["gpus"]):
+        bad = [field for field, kind in _GPU_TYPES.items() if not isinstance(gpu, dict) or not _is(gpu.get(field), kind)]
+        processes = gpu.get("processes", []) if isinstance(gpu, dict) else None
+        if bad or not isinstance(processes, list) or not all(
+                isinstance(p, dict) and _is(p.get("used_mib", 0), (int, type(None))) for p in processes):
+            raise AdoptError("host %s: cards.gpus[%d]: expected gpu_info's index, uuid, name, memory_total_mib "
+                             "and processes%s" % (host, number, " (%s)" % ", ".join(bad) if bad else ""))
+    if not isinstance(containers, list):
+        raise AdoptError("host %s: containers: expected adopt_info's list of containers" % host)
+    for number, record in enumerate(containers):
+        bad = [field for field, kind in _RECORD_TYPES.items() if not isinstance(record, dict) or not _is(record.get(field), kind)]
+        if not bad:
+            bad = [field for field in ("args", "secret_environment", "gpu_device_ids")
+                   if not all(isinstance(item, str) for item in record[field])]
+            bad += ["ports"] if not all(isinstance(p, dict) and _is(p.get("container_port"), int)
+                                        and _is(p.get("host_port"), int) for p in record["ports"]) else []
+            bad += ["mounts"] if not all(isinstance(m, dict) and isinstance(m.get("destination"), str)
+                                         for m in record["mounts"]) else []
+            bad += ["environment"] if not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in record["environment"].items()) else []
+        if bad:
+            raise AdoptError("host %s: containers[%d]: %s not as adopt_info returns them" % (host, number, ", ".join(bad)))
+
+
 def adopted_inventory(host, containers, cards, now=None):
     """``{host_vars, files: {path: text}, notes}`` for ``host`` from adopt_info's
     ``containers`` and a gpu_info reading ``cards``; ``files`` (model configs, a plateau
     snapshot) go beside the host_vars, paths relative to the inventory."""
-    if not isinstance(cards, dict) or not isinstance(cards.get("gpus"), list):
-        raise AdoptError("host %s: cards: expected a gpu_info result with gpus" % host)
-    if not isinstance(containers, list):
-        raise AdoptError("host %s: containers: expected adopt_info's list of containers" % host)
+    _check(host, containers, cards)
     notes, files, seats, taken, secret_names = [], {}, [], set(), []
     host_vars = {"llmfleet_gpus": [{"index": gpu["index"], "uuid": gpu["uuid"], "name": gpu["name"],
                                     "memory_total_mib": gpu["memory_total_mib"]}

@@ -107,6 +107,8 @@ def _weights_bytes(directory):
 
 
 def _running_seconds(started_at, now):
+    if not isinstance(started_at, str):
+        return None
     try:
         started = datetime.datetime.fromisoformat(started_at[:26].rstrip("Z") + "+00:00")
     except (TypeError, ValueError):
@@ -126,47 +128,69 @@ def _environment(own):
 
 
 def _pairs(entries):
-    return dict(entry.split("=", 1) if "=" in entry else (entry, "") for entry in entries or [])
+    return dict(entry.split("=", 1) if "=" in entry else (entry, "") for entry in _strings(entries))
+
+
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value):
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _strings(value):
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _text(value):
+    return value if isinstance(value, str) else None
+
+
+def _port(value):
+    text = str(value).partition("/")[0]
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
 def container_record(attrs, image_env, now):
-    """One running container as adopt_info returns it."""
-    config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
-    labels = config.get("Labels") or {}
+    """One running container as adopt_info returns it (what docker does not say is left empty)."""
+    config, host = _dict(attrs.get("Config")), _dict(attrs.get("HostConfig"))
+    labels = {k: v for k, v in _dict(config.get("Labels")).items() if isinstance(v, str)}
     env = _pairs(config.get("Env"))
-    defaults = _pairs(image_env.get(attrs.get("Image"), []))
+    defaults = _pairs(image_env.get(_text(attrs.get("Image")), []))
     own = {name: value for name, value in env.items() if defaults.get(name) != value}
     plain, secrets = _environment(own)
-    mounts = [{"source": m.get("Source"), "destination": m.get("Destination"), "read_only": not m.get("RW", True)}
-              for m in attrs.get("Mounts") or [] if m.get("Destination")]
+    mounts = [{"source": _text(m.get("Source")), "destination": m["Destination"], "read_only": not m.get("RW", True)}
+              for m in _dicts(attrs.get("Mounts")) if _text(m.get("Destination"))]
     ports = []
-    for spec, bindings in sorted((host.get("PortBindings") or {}).items()):
-        port, _slash, protocol = spec.partition("/")
-        for binding in bindings or []:
-            if binding.get("HostPort"):
-                ports.append({"container_port": int(port), "host_port": int(binding["HostPort"]),
-                              "protocol": protocol or "tcp"})
-    devices = [request for request in host.get("DeviceRequests") or []
+    for spec, bindings in sorted(_dict(host.get("PortBindings")).items()):
+        protocol = spec.partition("/")[2] or "tcp"
+        for binding in _dicts(bindings):
+            if _port(spec) and _port(binding.get("HostPort")):
+                ports.append({"container_port": _port(spec), "host_port": _port(binding["HostPort"]),
+                              "protocol": protocol})
+    devices = [request for request in _dicts(host.get("DeviceRequests"))
                if request.get("Driver") in ("nvidia", "", None) or ["gpu"] in (request.get("Capabilities") or [])]
+    path = _text(attrs.get("Path"))
     record = {
-        "name": (attrs.get("Name") or "").lstrip("/"),
+        "name": (_text(attrs.get("Name")) or "").lstrip("/"),
         "compose_project": labels.get("com.docker.compose.project"),
         "compose_service": labels.get("com.docker.compose.service"),
         "managed_seat": labels.get(MANAGED_LABEL),
-        "image": config.get("Image"),
-        "image_id": attrs.get("Image"),
-        "args": [attrs.get("Path")] + list(attrs.get("Args") or []) if attrs.get("Path") else [],
+        "image": _text(config.get("Image")),
+        "image_id": _text(attrs.get("Image")),
+        "args": [path] + _strings(attrs.get("Args")) if path else [],
         "environment": plain,
         "secret_environment": secrets,
         "ports": ports,
-        "network_mode": host.get("NetworkMode"),
-        "ipc_mode": host.get("IpcMode"),
-        "gpu_device_ids": sorted({str(i) for request in devices for i in request.get("DeviceIDs") or []}),
+        "network_mode": _text(host.get("NetworkMode")),
+        "ipc_mode": _text(host.get("IpcMode")),
+        "gpu_device_ids": sorted({str(i) for request in devices for i in _strings(request.get("DeviceIDs"))}),
         "gpu_all": any(request.get("Count") == -1 for request in devices),
         "visible_devices": env.get("NVIDIA_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES"),
         "mounts": mounts,
-        "restart_policy": (host.get("RestartPolicy") or {}).get("Name") or "no",
-        "running_s": _running_seconds((attrs.get("State") or {}).get("StartedAt"), now),
+        "restart_policy": _text(_dict(host.get("RestartPolicy")).get("Name")) or "no",
+        "running_s": _running_seconds(_dict(attrs.get("State")).get("StartedAt"), now),
         "model": None,
     }
     model = model_of(record["args"])
