@@ -157,6 +157,13 @@ optimal:
   returned: success
   type: bool
   sample: true
+bound_mib:
+  description:
+    - No placement's worst spare can be larger than this; equal to RV(worst_spare_mib) when
+      RV(optimal), else the certified gap to the best is RV(bound_mib) - RV(worst_spare_mib).
+  returned: success
+  type: int
+  sample: 3600
 upper_bound_mib:
   description: The bound the proof started from; the worst spare can be no larger.
   returned: success

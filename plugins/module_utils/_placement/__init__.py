@@ -84,7 +84,7 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
     ``gpus``: ``[{id, capacity_mib, keep_clear}]``; ``seats``: ``[{name, need_mib, gpu,
     avoid_gpus, current_gpu, gpu_count}]`` where ``need_mib`` is per GPU. Returns
     ``assignment`` (seat -> GPU id, a list for multi-GPU seats), ``spare_mib``,
-    ``worst_spare_mib``, ``moves`` (seat names), ``optimal``, ``upper_bound_mib`` and
+    ``worst_spare_mib``, ``moves`` (seat names), ``optimal``, ``bound_mib``, ``upper_bound_mib`` and
     ``search_nodes``. Raises PlacementError for bad input and PlacementInfeasible when no
     assignment leaves ``min_spare_mib`` on every GPU.
     """
@@ -245,6 +245,8 @@ def _result(problem, solver, where, optimal, upper):
         "worst_spare_mib": worst,
         "moves": sorted(moves),
         "optimal": optimal,
+        # no placement's worst spare is larger: the proof, or the certified gap to the best
+        "bound_mib": worst if optimal else upper,
         "upper_bound_mib": upper,
         "search_nodes": solver.nodes,
     }

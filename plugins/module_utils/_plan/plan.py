@@ -409,5 +409,5 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
     return {
         "host": host, "gpus": plan_gpus, "seats": plan_seats,
         "worst_spare_mib": placed["worst_spare_mib"], "moves": placed["moves"],
-        "optimal": placed["optimal"], "warnings": warnings,
+        "optimal": placed["optimal"], "bound_mib": placed["bound_mib"], "warnings": warnings,
     }

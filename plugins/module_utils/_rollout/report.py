@@ -36,7 +36,8 @@ def plan_markdown(plan):
     lines = ["## %s" % plan["host"], ""]
     lines.append("Worst spare at plateau: **%s MiB**%s. Moves: %s." % (
         _mib(plan["worst_spare_mib"]), " (proven optimal)" if plan["optimal"] else
-        " (best found, NOT proven optimal)", ", ".join(plan["moves"]) or "none"))
+        " (best found, NOT proven optimal: no placement does better than %s MiB)" % _mib(plan["bound_mib"]),
+        ", ".join(plan["moves"]) or "none"))
     lines.append("")
     lines.append("| GPU | seat | KV budget | KV tokens | concurrency | footprint MiB "
                  "(weights + KV + overhead) | util (boot gate) | from |")

@@ -10,7 +10,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import seat_placement
 
-CONTRACT_KEYS = {"assignment", "spare_mib", "worst_spare_mib", "moves", "optimal"}
+CONTRACT_KEYS = {"assignment", "spare_mib", "worst_spare_mib", "moves", "optimal", "bound_mib"}
 FV_ML1_GPUS = [{"id": "GPU-%d" % i, "capacity_mib": 97887} for i in range(3)] + [
     {"id": "GPU-3", "capacity_mib": 97887, "keep_clear": True}]
 

@@ -76,6 +76,7 @@ def check_result(gpus, seats, result):
     usable = [g for g in capacity if g not in clear]
     assert result["worst_spare_mib"] == min(result["spare_mib"][g] for g in usable)
     assert result["upper_bound_mib"] >= result["worst_spare_mib"]
+    assert result["bound_mib"] == (result["worst_spare_mib"] if result["optimal"] else result["upper_bound_mib"])
 
 
 @st.composite
@@ -285,6 +286,7 @@ def test_a_spent_node_budget_says_so_and_still_returns_a_valid_assignment():
     result = place(gpus, seats, node_limit=50)
     check_result(gpus, seats, result)
     assert result["optimal"] is False and result["worst_spare_mib"] <= 5000
+    assert result["bound_mib"] >= 5000, "a certified gap: the best (5000 MiB) is within the bound"
 
 
 def test_a_spent_budget_before_min_spare_is_reached_is_an_error_not_a_guess():
