@@ -53,7 +53,11 @@ def test_first_run_deploys_every_seat_and_passes_every_gate(twin_inventory, tmp_
     held = sum(p["used_mib"] for gpu in gpus for p in gpu["processes"])
     assert held >= sum(s["footprint_mib"] for s in plan.values()) - 4096
     assert (tmp_path / "report.md").read_text().count("**applied**") == 2
-    assert (tmp_path / "twin1.svg").read_text().startswith("<svg")
+    svg = (tmp_path / "twin1.svg").read_text()
+    assert svg.startswith("<svg") and "planned at plateau, and measured after the window" in svg
+    measured = [gpu["holders_mib"]["beta"] for gpu in report["hosts"]["twin1"]["after"] if "beta" in gpu["holders_mib"]]
+    assert measured and all("<title>beta: {:,} MiB</title>".format(mib) in svg for mib in measured), \
+        "the bar measured after the window shows what beta held"
 
 
 def test_a_dry_run_shows_the_diff_and_touches_nothing(twin_inventory, tmp_path):

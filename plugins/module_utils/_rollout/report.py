@@ -109,10 +109,26 @@ def sizing_markdown(host, sizing):
     return "\n".join(lines) + "\n"
 
 
-def plan_svg(plan, width=960):
+def _bar(rows, top, height, segments, scale, x):
+    """Stacked rectangles for ``(name, mib, fill)``, labelled where wide enough; the x after."""
+    for name, mib, fill in segments:
+        if not mib:
+            continue
+        w = mib * scale
+        rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#FFFFFF">'
+                    '<title>%s: %s MiB</title></rect>' % (x, top, w, height, fill, escape(name), _mib(mib)))
+        if w > 7 * len(name) + 8:
+            rows.append('<text x="%.1f" y="%d" class="in">%s</text>' % (x + 4, top + height // 2 + 4, escape(name)))
+        x += w
+    return x
+
+
+def plan_svg(plan, width=960, measured=None):
     """One stacked bar per GPU: memory not ours, each seat at plateau, the spare. Labels sit in
-    the segments that are wide enough and in a legend under each bar."""
-    margin, bar_height, row = 16, 34, 96
+    the segments that are wide enough and in a legend under each bar. With ``measured`` (a
+    cards_summary read after the window) each GPU also gets the bar of what it held then."""
+    margin, bar_height, row = 16, 34, 96 if measured is None else 150
+    measured_by_uuid = {gpu.get("uuid"): gpu for gpu in measured or []}
     bar_width = width - 2 * margin
     rows = []
     for row_index, gpu in enumerate(plan["gpus"]):
@@ -124,33 +140,29 @@ def plan_svg(plan, width=960):
         if gpu["keep_clear"]:
             title += " (kept clear)"
         rows.append('<text x="%d" y="%d" class="title">%s</text>' % (margin, top - 8, escape(title)))
-        x = float(margin)
         segments = [("not ours", gpu["background_mib"], "#BBBBBB")]
+        fills = {}
         for seat_index, seat in enumerate(_seat_rows(plan, gpu)):
             # a footprint is per GPU: a tensor-parallel seat holds it on each of its GPUs
-            segments.append((seat["name"], seat["footprint_mib"], _PALETTE[seat_index % len(_PALETTE)]))
-        legend = []
-        for name, mib, fill in segments:
-            if not mib:
-                continue
-            w = mib * scale
-            rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#FFFFFF">'
-                        '<title>%s: %s MiB</title></rect>'
-                        % (x, top, w, bar_height, fill, escape(name), _mib(mib)))
-            if w > 7 * len(name) + 8:
-                rows.append('<text x="%.1f" y="%d" class="in">%s</text>'
-                            % (x + 4, top + bar_height // 2 + 4, escape(name)))
-            legend.append("%s %s" % (name, _mib(mib)))
-            x += w
+            fills[seat["name"]] = _PALETTE[seat_index % len(_PALETTE)]
+            segments.append((seat["name"], seat["footprint_mib"], fills[seat["name"]]))
+        x = _bar(rows, top, bar_height, segments, scale, float(margin))
+        legend = ["%s %s" % (name, _mib(mib)) for name, mib, _fill in segments if mib]
         spare = gpu["spare_mib"]
         spare_w = max(margin + bar_width - x, 0)
         rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#spare)" '
                     'stroke="#888888"><title>spare at plateau: %s MiB</title></rect>'
                     % (x, top, spare_w, bar_height, _mib(spare)))
         legend.append("spare %s MiB (at boot %s)" % (_mib(spare), _mib(gpu["spare_at_boot_mib"])))
-        rows.append('<text x="%d" y="%d" class="legend">%s</text>'
-                    % (margin, top + bar_height + 16, escape(" | ".join(legend))))
+        rows.append('<text x="%d" y="%d" class="legend">%s%s</text>'
+                    % (margin, top + bar_height + 16, "" if measured is None else "planned: ",
+                       escape(" | ".join(legend))))
+        if measured is not None:
+            _measured_bar(rows, measured_by_uuid.get(gpu["uuid"]), fills, top + bar_height + 26,
+                          bar_height, scale, margin, bar_width)
     height = margin * 2 + 28 + len(plan["gpus"]) * row
+    heading = ("memory per GPU at plateau" if measured is None
+               else "memory per GPU: planned at plateau, and measured after the window")
     return "\n".join([
         '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
         'font-family="sans-serif">' % (width, height, width, height),
@@ -159,9 +171,30 @@ def plan_svg(plan, width=960):
         '<defs><pattern id="spare" width="8" height="8" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="8" height="8" fill="#FFFFFF"/>'
         '<line x1="0" y1="0" x2="0" y2="8" stroke="#9ACD32" stroke-width="3"/></pattern></defs>',
-        '<text x="%d" y="%d" class="title">%s: memory per GPU at plateau (worst spare %s MiB)</text>'
-        % (margin, margin + 4, escape(plan["host"]), _mib(plan["worst_spare_mib"])),
+        '<text x="%d" y="%d" class="title">%s: %s (worst spare %s MiB)</text>'
+        % (margin, margin + 4, escape(plan["host"]), heading, _mib(plan["worst_spare_mib"])),
     ] + rows + ["</svg>"]) + "\n"
+
+
+def _measured_bar(rows, card, fills, top, height, scale, margin, bar_width):
+    """What the card held when it was read after the window: each seat in its plan colour,
+    everything else grey, the free memory hatched."""
+    if not card or card.get("memory_used_mib") is None:
+        rows.append('<text x="%d" y="%d" class="legend">measured after the window: not read</text>'
+                    % (margin, top + height // 2))
+        return
+    holders = card.get("holders_mib") or {}
+    seats = [(name, mib, fills[name]) for name, mib in sorted(holders.items()) if name in fills]
+    others = max(card["memory_used_mib"] - sum(mib for _name, mib, _fill in seats), 0)
+    segments = [("not ours", others, "#BBBBBB")] + seats
+    x = _bar(rows, top, height, segments, scale, float(margin))
+    free = card.get("memory_free_mib") or 0
+    rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#spare)" stroke="#888888">'
+                '<title>free after the window: %s MiB</title></rect>'
+                % (x, top, max(margin + bar_width - x, 0), height, _mib(free)))
+    legend = ["%s %s" % (name, _mib(mib)) for name, mib, _fill in segments if mib] + ["free %s MiB" % _mib(free)]
+    rows.append('<text x="%d" y="%d" class="legend">measured after the window: %s</text>'
+                % (margin, top + height + 16, escape(" | ".join(legend))))
 
 
 STATUSES = ("planned", "unchanged", "applied", "rolled_back", "failed")
@@ -244,7 +277,8 @@ def write_report(report_dir, run_id, host, section, dry_run, check_mode):
     files = {path: json.dumps(report, indent=2, sort_keys=True) + "\n",
              os.path.join(report_dir, "report.md"): report_markdown(report)}
     if section.get("plan"):
-        files[os.path.join(report_dir, "%s.svg" % host)] = plan_svg(section["plan"])
+        measured = section.get("after") if not dry_run and section.get("after") else None
+        files[os.path.join(report_dir, "%s.svg" % host)] = plan_svg(section["plan"], measured=measured)
     changed = False
     for file_path, text in files.items():
         changed = _write(file_path, text, check_mode) is not None or changed

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, write_report
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, plan_svg, write_report
 
 SECTION = {"status": "rolled_back", "error": "gate failed: gamma health", "gates": [
     {"seat": "gamma", "gate": "health", "ok": False, "measured": 503, "expected": 200,
@@ -48,3 +48,20 @@ def test_a_bad_status_or_a_foreign_file_is_refused(tmp_path):
     (tmp_path / "report.json").write_text("not json")
     with pytest.raises(ReportError, match="report.json is not a report"):
         write_report(str(tmp_path), "run-1", "twin1", SECTION, False, False)
+
+
+PLAN = {"host": "twin1", "worst_spare_mib": 40000, "optimal": True, "moves": [], "warnings": [], "seats": [
+    {"name": "alpha", "gpus": ["GPU-a"], "footprint_mib": 30000}, {"name": "asr", "gpus": ["GPU-a"], "footprint_mib": 3840}],
+    "gpus": [{"index": 0, "uuid": "GPU-a", "name": "H100", "total_mib": 81559, "keep_clear": False, "seats": ["alpha", "asr"],
+              "background_mib": 500, "spare_mib": 47219, "spare_at_boot_mib": 46000}]}
+AFTER = [{"index": 0, "uuid": "GPU-a", "memory_total_mib": 81559, "memory_used_mib": 35000, "memory_free_mib": 46559,
+          "holders_mib": {"alpha": 30600, "asr": 3840, "pid 77": 560}}]
+
+
+def test_the_window_svg_shows_what_the_cards_held_after_it_beside_the_plan():
+    svg = plan_svg(PLAN, measured=AFTER)
+    assert "planned at plateau, and measured after the window" in svg
+    assert "<title>alpha: 30,000 MiB</title>" in svg and "<title>alpha: 30,600 MiB</title>" in svg
+    assert "measured after the window: not ours 560 | alpha 30,600 | asr 3,840 | free 46,559 MiB" in svg
+    assert "measured after the window: not read" in plan_svg(PLAN, measured=[])
+    assert "measured" not in plan_svg(PLAN), "a plan alone shows the plan"
