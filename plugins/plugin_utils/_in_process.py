@@ -22,8 +22,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_message
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED, operator_message
 
 _LOCAL = ("local", "ansible.builtin.local")
 
@@ -66,7 +65,7 @@ class InProcessModule(ActionBase):
             return result
         try:
             done = self.work(validation.validated_parameters, bool(self._task.check_mode), bool(self._task.diff))
-        except (ValueError, OSError, DockerError) as exc:
+        except EXPECTED as exc:
             result.update(failed=True, msg=operator_message(exc))
             return result
         except Exception as exc:  # pylint: disable=broad-except  # a bug: Ansible keeps its traceback

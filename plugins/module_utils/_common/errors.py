@@ -6,7 +6,8 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """What every module of the collection does with an error: the operator sees one line naming
-the input; the traceback goes to the result's ``exception``, which only -vvv shows."""
+the input. Only a bug's traceback goes to the result's ``exception`` (which only -vvv shows):
+the collection's own refusals are complete in their line, on every ansible-core."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ import contextlib
 import traceback
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+
+
+# What the collection raises on purpose (a refusal, what docker said, a file it cannot use).
+EXPECTED = (ValueError, DockerError, OSError)
 
 
 def operator_message(exc):
@@ -33,5 +38,7 @@ def operator_errors(module):
     """Run a module's work; turn anything it raises into ``fail_json`` with operator_message."""
     try:
         yield
+    except EXPECTED as exc:
+        module.fail_json(msg=operator_message(exc))
     except Exception as exc:  # pylint: disable=broad-except  # no traceback reaches the operator
         module.fail_json(msg=operator_message(exc), exception=traceback.format_exc())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import gateway_routes
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import build_snapshot, dump_snapshot
 from ansible_collections.llmfleet.seats.plugins.modules import gpu_info

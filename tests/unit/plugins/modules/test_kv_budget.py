@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import kv_budget
 

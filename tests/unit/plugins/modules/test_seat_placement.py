@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.llmfleet.seats.plugins.modules import seat_placement
 
