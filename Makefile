@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := . scripts/env.sh &&
 
-.PHONY: help venv system-deps demo plan sizing test units sanity lint bench clean
+.PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -37,6 +37,9 @@ sanity: venv  ## ansible-test sanity only
 
 lint: venv  ## ansible-lint (production profile) only
 	@scripts/test lint
+
+cores: venv  ## the unit tests and sanity on the other ansible-cores the collection supports (2.17, 2.18, 2.20, 2.21)
+	@scripts/test cores
 
 bench: venv  ## print sizing and placement figures
 	$(ENV) for b in bench/*.py; do python "$$b"; done

@@ -1,0 +1,95 @@
+"""Print how long an unchanged maintenance window takes on a three-host fleet twin.
+
+    sudo python bench/bench_window.py [--instance 6]
+
+The twin fleet of the rebalance tests (tests/integration/fleets/twin-pair) plus a third host
+like its second is brought up on this machine, deployed by a first rebalance, then rebalanced
+again with nothing changed: the figure is that second run's wall seconds, with the tasks each
+host changed (on the controller: its plan and report files) and whether any seat was restarted (every container's start time before and after).
+The target is at most 20 s with nothing restarted. The twin goes down however the script ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PAIR = REPO / "tests" / "integration" / "fleets" / "twin-pair"
+TWIN = REPO / "tests" / "twin" / "twin"
+BIN = REPO / ".venv" / "bin"
+# (raw: Ansible would template docker's own braces)
+STARTED = ("docker ps --quiet | xargs --no-run-if-empty docker inspect "
+           "--format {% raw %}'{{.Name}} {{.State.StartedAt}}'{% endraw %}")
+
+
+def trio(root: Path) -> tuple[Path, Path]:
+    """The pair's fleet with a third host like the second (its own GPUs and seat names)."""
+    shutil.copytree(PAIR, root, dirs_exist_ok=True)
+    text = (PAIR / "host_vars" / "twin2.yml").read_text().replace("GPU-7a1c0002", "GPU-7a1c0003")
+    third = yaml.safe_load(text)
+    for seat, name in zip(third["llmfleet_seats"], ("zeta", "eta", "theta", "iota")):
+        seat["name"], seat["served_model_names"] = name, [name]
+    (root / "host_vars" / "twin3.yml").write_text(yaml.safe_dump(third, sort_keys=False))
+    hosts = yaml.safe_load((PAIR / "hosts.yml").read_text())
+    hosts["gpu_hosts"]["hosts"]["twin3"] = None
+    (root / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    spec = json.loads((PAIR / "spec.json").read_text())
+    host = json.loads(json.dumps(spec["hosts"][1]).replace("twin2", "twin3").replace("GPU-7a1c0002", "GPU-7a1c0003"))
+    spec["hosts"].append(host)
+    (root / "spec.json").write_text(json.dumps(spec))
+    return root / "hosts.yml", root / "spec.json"
+
+
+def run(env, *args, check=True):
+    proc = subprocess.run([str(a) for a in args], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        sys.exit("%s failed:\n%s" % (" ".join(str(a) for a in args[:3]), (proc.stdout + proc.stderr)[-4000:]))
+    return proc
+
+
+def started(env, hosts, inventory):
+    out = run(env, BIN / "ansible", "gpu_hosts", "-i", hosts, "-i", inventory, "-m", "shell", "-a", STARTED).stdout
+    return sorted(line for line in out.splitlines() if line.startswith("/"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instance", default="6", help="the twin instance to use (tests use 1 to 5)")
+    args = parser.parse_args()
+    env = dict(os.environ, LLMFLEET_TWIN_INSTANCE=args.instance, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / ".build" / "collections"),
+               PATH="%s:%s" % (BIN, os.environ.get("PATH", "")), LLMFLEET_TWIN_OWNER=str(os.getpid()))
+    with tempfile.TemporaryDirectory(prefix="llmfleet-bench-window-") as tmp:
+        hosts, spec = trio(Path(tmp) / "fleet")
+        inventory = run(env, TWIN, "up", "--spec", spec).stdout.strip().splitlines()[-1]
+        try:
+            run(env, BIN / "ansible-playbook", "-i", hosts, "-i", inventory, PAIR / "prepare.yml")
+            rebalance = [BIN / "ansible-playbook", "-i", hosts, "-i", inventory, REPO / "playbooks" / "rebalance.yml"]
+            run(env, *rebalance, "-e", "llmfleet_report_dir=%s/first" % tmp)
+            before = started(env, hosts, inventory)
+            begun = time.monotonic()
+            again = run(env, *rebalance, "-e", "llmfleet_report_dir=%s/first" % tmp)
+            seconds = time.monotonic() - begun
+            after = started(env, hosts, inventory)
+        finally:
+            run(env, TWIN, "down", check=False)
+    changed = dict(re.findall(r"^(twin\d)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M))
+    print("unchanged window, 3 hosts: %.1f s (target 20 s)" % seconds)
+    print("tasks changed per host: %s (the plan and report files on the controller)" % ", ".join(
+        "%s %s" % item for item in sorted(changed.items())))
+    print("seats restarted: %s" % ("none" if before == after else "YES: %s" % sorted(set(after) - set(before))))
+
+
+if __name__ == "__main__":
+    main()
