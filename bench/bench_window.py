@@ -5,7 +5,8 @@
 The twin fleet of the rebalance tests (tests/integration/fleets/twin-pair) plus a third host
 like its second is brought up on this machine, deployed by a first rebalance, then rebalanced
 again with nothing changed: the figure is that second run's wall seconds, with the tasks each
-host changed (on the controller: its plan and report files) and whether any seat was restarted (every container's start time before and after).
+host changed (on the controller: its plan and report files) and whether any seat was restarted
+(every container's start time before and after).
 The target is at most 20 s with nothing restarted. The twin goes down however the script ends.
 """
 
