@@ -8,6 +8,7 @@
 - ``support.litellm``: the pinned LiteLLM proxy in front of seats.
 - ``support.process``: a command run in its own process group, stopped as a group.
 - ``support.interrupt``: SIGTERM tears the fixtures down, as Ctrl-C does.
+- ``support.fuzz``: seeded malformations of valid input, for the never-crashes tests.
 - ``support.module_args``: a module's arguments for a unit test of its main(), on every ansible-core.
 The twin and every stand-in live in ``tests/twin``, also on sys.path: ``twinlib`` (the twin),
 ``fakegpu.simulated`` (build the fake ``libnvidia-ml.so.1``, write simulated-GPU state files,

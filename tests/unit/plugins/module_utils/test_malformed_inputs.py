@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from support.fuzz import malformed
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import build_plan, inventory_problems
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import seat_secrets, without_secrets
@@ -39,35 +40,16 @@ PLATEAU = {"gpus": [{"uuid": "GPU-a", "memory_total_mib": 81559, "memory_used_mi
      "args": ["m", "--max-model-len", "32768", "--kv-cache-memory-bytes", "1"]}]}]}
 
 
-def _mutate(rng, value):
-    if isinstance(value, dict) and value and rng.random() < 0.8:
-        key = rng.choice(list(value) + ["zzz"])
-        value[key] = _mutate(rng, value[key]) if key in value and rng.random() < 0.5 else copy.deepcopy(rng.choice(VALUES))
-        return value
-    if isinstance(value, list) and value and rng.random() < 0.8:
-        index = rng.randrange(len(value))
-        value[index] = _mutate(rng, value[index])
-        return value
-    return copy.deepcopy(rng.choice(VALUES))
-
-
-def _malformed(rng, valid, times=3):
-    value = copy.deepcopy(valid)
-    for _edit in range(rng.randint(1, times)):
-        value = _mutate(rng, value)
-    return value
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_a_malformed_host_is_planned_or_refused_never_crashes(seed):
     rng = random.Random(seed)
     for _round in range(1500):
-        host = _malformed(rng, HOST)
+        host = malformed(rng, HOST, VALUES)
         gpus, seats = (host.get("gpus"), host.get("seats")) if isinstance(host, dict) else (host, host)
         options = {key: copy.deepcopy(rng.choice(VALUES)) for key in (
             "accept", "retire", "plateau_ran", "plateau_kv", "seat_defaults", "min_spare_mib",
             "boot_margin_mib", "kv_factor", "kv_round_to") if rng.random() < 0.05}
-        plateau = _malformed(rng, PLATEAU) if rng.random() < 0.3 else None
+        plateau = malformed(rng, PLATEAU, VALUES) if rng.random() < 0.3 else None
         for call in (lambda: build_plan("h", gpus, seats, None, plateau=plateau, **options),
                      lambda: inventory_problems("h", gpus, seats, **options),
                      lambda: seat_secrets(seats, "alpha", options.get("seat_defaults")),
@@ -82,7 +64,7 @@ def test_a_malformed_host_is_planned_or_refused_never_crashes(seed):
 def test_a_malformed_plan_seat_is_rendered_or_refused_never_crashes(seed):
     rng = random.Random(seed)
     for _round in range(1500):
-        seat = _malformed(rng, PLAN_SEAT)
+        seat = malformed(rng, PLAN_SEAT, VALUES)
         if not isinstance(seat, dict):  # seat_files' argument spec takes only a dict
             continue
         for call in (lambda: runtime_of(seat),

@@ -4,13 +4,13 @@ and the starting inventory the filter makes of it, which the plan accepts as it 
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import random
 from pathlib import Path
 
 import pytest
+from support.fuzz import malformed
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.inventory import (
     AdoptError,
@@ -222,18 +222,6 @@ def test_a_reading_that_is_not_one_is_refused():
 VALUES = [None, True, 0, -1, 2 ** 70, 1.5, "", "x", "{{ x }}", "a\nb", "/", [], ["x"], {}, {"a": 1}, [{}]]
 
 
-def _mutate(rng, value):
-    if isinstance(value, dict) and value and rng.random() < 0.8:
-        key = rng.choice(list(value))
-        value[key] = _mutate(rng, value[key]) if rng.random() < 0.6 else copy.deepcopy(rng.choice(VALUES))
-        return value
-    if isinstance(value, list) and value and rng.random() < 0.8:
-        index = rng.randrange(len(value))
-        value[index] = _mutate(rng, value[index])
-        return value
-    return copy.deepcopy(rng.choice(VALUES))
-
-
 @pytest.mark.parametrize("seed", range(300))
 def test_whatever_docker_and_the_cards_say_is_adopted_or_refused_never_crashes(tmp_path, seed):
     rng = random.Random(seed)
@@ -242,10 +230,10 @@ def test_whatever_docker_and_the_cards_say_is_adopted_or_refused_never_crashes(t
     cards = _cards({0: [{"pid": 7, "used_mib": 3700, "container": "chat"}]})
     for _edit in range(rng.randint(1, 3)):
         if rng.random() < 0.7:
-            mutated = _mutate(rng, copy.deepcopy(attrs))
+            mutated = malformed(rng, attrs, VALUES, times=1)
             attrs = mutated if isinstance(mutated, dict) else attrs  # docker inspect gives objects
         else:
-            cards = _mutate(rng, cards)
+            cards = malformed(rng, cards, VALUES, times=1)
     try:
         adopted_inventory("gpu7", [container_record(attrs, {}, NOW)], cards, now=NOW)
     except ValueError:
