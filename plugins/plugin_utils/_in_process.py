@@ -30,7 +30,8 @@ _LOCAL = ("local", "ansible.builtin.local")
 class InProcessModule(ActionBase):
     """Subclasses set ``module``, ``argument_spec`` (and ``validator_options``: required_if
     and friends) and ``work(params, check_mode, diff) -> result``, raising as a module's work
-    does; ``in_process(args)`` narrows the calls done here."""
+    does; ``in_process(args)`` narrows the calls done here. Only for modules without no_log
+    options: AnsibleModule's censoring of their values does not run here."""
 
     _supports_check_mode = True
     module = ""
