@@ -160,7 +160,9 @@ optimal:
 bound_mib:
   description:
     - No placement's worst spare can be larger than this; equal to RV(worst_spare_mib) when
-      RV(optimal), else the certified gap to the best is RV(bound_mib) - RV(worst_spare_mib).
+      RV(optimal), else the certified gap to the best is RV(bound_mib) - RV(worst_spare_mib)
+      (the relaxation's RV(upper_bound_mib), lowered by every worst spare the search proved
+      impossible).
   returned: success
   type: int
   sample: 3600

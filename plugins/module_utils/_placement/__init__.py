@@ -94,14 +94,14 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
     problem = Problem(gpus, seats, min_spare_mib)
     solver = Solver(problem, node_limit)
     if not problem.usable:
-        return _result(problem, solver, {}, True, None)
+        return _result(problem, solver, {}, True, None, None)
     upper, binding = solver.upper_bound()
     _refuse_impossible(problem, solver, upper, binding, min_spare_mib)
     best = solver.greedy()
     lower = solver.worst_of(best)
     optimal = True
+    high = upper  # no placement beats it: each target the packer proves impossible lowers it
     try:
-        high = upper
         while lower < high:
             # bisect while the gap is wide; near the top climb one MiB at a time, so that only
             # one hard proof (optimum + 1) is needed and it reuses the failures met on the way
@@ -130,7 +130,7 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
             except SearchBudgetSpent:
                 best = solver.incumbent
                 optimal = False
-    return _result(problem, solver, best, optimal, upper)
+    return _result(problem, solver, best, optimal, upper, high)
 
 
 def _keep_current(problem, solver, worst):
@@ -226,7 +226,7 @@ def _refuse_infeasible(problem, solver, where, worst, min_spare_mib):
         [problem.ids[pos] for pos in short], min_spare_mib - worst, seats)
 
 
-def _result(problem, solver, where, optimal, upper):
+def _result(problem, solver, where, optimal, upper, bound):
     load = [0] * len(problem.ids)
     for seat in problem.seats:
         for pos in solver.fixed.get(seat.name) or where[seat.name]:
@@ -246,7 +246,7 @@ def _result(problem, solver, where, optimal, upper):
         "moves": sorted(moves),
         "optimal": optimal,
         # no placement's worst spare is larger: the proof, or the certified gap to the best
-        "bound_mib": worst if optimal else upper,
+        "bound_mib": worst if optimal else bound,
         "upper_bound_mib": upper,
         "search_nodes": solver.nodes,
     }
