@@ -47,6 +47,7 @@ def runs(tmp_path_factory):
         _both("plan", "seat_plan", PLAN_ARGS)
         + _both("unknown", "seat_plan", dict(PLAN_ARGS, bogus=1))
         + _both("mistyped", "seat_plan", dict(PLAN_ARGS, min_spare_mib="lots"))
+        + _both("not_a_dir", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "a-file")))
         + _both("bad_seat", "seat_plan", dict(PLAN_ARGS, seats=[{"name": "alpha", "engine": "vllm", "max_model_len": -1}]))
         + _both("snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(SNAPSHOT)})
         + _both("no_snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(out / "none.json")})
@@ -61,9 +62,10 @@ def runs(tmp_path_factory):
                                      "content": "{{ results | to_json }}"},
             "vars": {"results": {name: "{{ %s }}" % name for name in (
                 "plan_here", "plan_shipped", "unknown_here", "unknown_shipped", "mistyped_here",
-                "mistyped_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
+                "mistyped_shipped", "not_a_dir_here", "not_a_dir_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
                 "snapshot_shipped", "no_snapshot_here", "no_snapshot_shipped", "no_path_here",
                 "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped")}}}])
+    (out / "a-file").write_text("not a directory\n")
     playbook = out / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "twin1", "gather_facts": False, "tasks": tasks}], sort_keys=False))
     proc = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), str(playbook), "-vvv"])
@@ -76,7 +78,7 @@ def test_only_the_shipped_tasks_start_a_module_process(runs):
 
     def shipped(module):
         return len(re.findall(r"^<[^>]+> PUT \S+ TO \S+/AnsiballZ_%s\.py$" % module, stdout, re.M))
-    assert shipped("seat_plan") == 4, "the four seat_plan tasks with an environment, and no other"
+    assert shipped("seat_plan") == 5, "the five seat_plan tasks with an environment, and no other"
     assert shipped("gpu_info") == 3, "the three gpu_info tasks with an environment, and no other"
     assert shipped("rebalance_report") == 1, "the rebalance_report task with an environment, and no other"
 
@@ -100,6 +102,7 @@ def test_the_plan_is_the_fleets(runs):
     ("unknown", "Unsupported parameters for (llmfleet.seats.seat_plan) module: bogus"),
     ("mistyped", "min_spare_mib"),
     ("bad_seat", "max_model_len"),
+    ("not_a_dir", "a-file: not a directory"),
     ("no_snapshot", "none.json"),
     ("no_path", "snapshot_path"),
 ])

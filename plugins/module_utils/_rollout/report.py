@@ -225,6 +225,8 @@ def _write(path, text, check_mode):
 def write_plan_files(output_dir, host, plan, markdown, svg, check_mode):
     """``<host>-plan.json``, ``<host>-plan.md`` and ``<host>.svg`` in ``output_dir`` (made
     0755 when missing); ``(changed, paths, diffs)``, a diff for each file that changes."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ReportError("output_dir %s: not a directory; name a directory for the plan files" % output_dir)
     if not check_mode:
         os.makedirs(output_dir, mode=0o755, exist_ok=True)
     files = {"%s-plan.json" % host: json.dumps(plan, indent=4, sort_keys=True) + "\n",
