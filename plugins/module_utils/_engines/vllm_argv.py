@@ -112,8 +112,7 @@ def adopted_fields(args):
         fields["model"] = positionals[0]
         extra.extend(positionals[1:])
     for flag, values in pairs:
-        owned = plan_flag(flag)
-        key = owned if flag.startswith("--") else flag
+        key = plan_flag(flag)  # the plan's own flag, in whatever spelling vLLM accepted
         value = values[0] if values else None
         if key == "--model" and value:
             fields["model"] = value
@@ -149,8 +148,10 @@ def adopted_fields(args):
             else:
                 notes.append("--override-generation-config %s: only max_new_tokens is carried over; "
                              "dropped" % value)
-        elif key in _UNPLANNED or owned in _UNPLANNED:
+        elif key in _UNPLANNED:
             notes.append("%s %s cannot be planned by the collection; dropped" % (flag, " ".join(values)))
+        elif key:  # the plan sets it, so extra_args may not; a value it cannot carry over
+            notes.append("%s %s is not a value the collection can carry over; dropped" % (flag, " ".join(values)))
         else:
             extra.extend([flag] + values)
     if "kv_cache_memory_bytes" in fields:

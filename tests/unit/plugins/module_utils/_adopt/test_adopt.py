@@ -68,6 +68,13 @@ def test_a_pinned_budget_is_kept_and_util_was_only_its_boot_gate():
     assert fields["kv_cache_memory_bytes"] == "8GiB" and util is None and port == 8000
 
 
+def test_a_planned_flag_it_cannot_read_is_dropped_not_passed_on():
+    fields, _port, _util, notes = adopted_fields(["vllm", "serve", "m", "--max-model-len", "auto", "--block-size", "x"])
+    assert "max_model_len" not in fields and "extra_args" not in fields
+    assert notes == ["--max-model-len auto is not a value the collection can carry over; dropped",
+                     "--block-size x is not a value the collection can carry over; dropped"]
+
+
 @pytest.mark.parametrize("text, number", [("32k", 32000), ("32K", 32768), ("8G", 8 * 2 ** 30), ("8.5g", 8500000000),
                                           ("8.5G", None), ("8GiB", None), ("4096", 4096)])
 def test_numbers_read_as_vllm_reads_them(text, number):
