@@ -24,5 +24,5 @@ class ActionModule(InProcessModule):
     def work(params, check_mode, diff):
         return gpu_info(params, check_mode)
 
-    def in_process(self, args):
-        return args.get("source") == "snapshot"
+    def runs_here(self, args):
+        return self._on_controller() and args.get("source") == "snapshot"

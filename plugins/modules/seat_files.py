@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: seat_files
-short_description: Write or restore one seat's C(.env) and C(compose.yaml) with dated backups
+short_description: Write or restore seats' C(.env) and C(compose.yaml) with dated backups
 version_added: 0.1.0
 description:
   - With O(state=present), renders a seat's docker compose project (a C(.env) holding the numbers
@@ -18,6 +18,8 @@ description:
     O(state=present) run returned, and removes files that did not exist before it. A
     check-mode result works too (a journal written before the files were). A file whose backup
     was never made is left alone if it did not change since, and is an error if it did.
+  - With O(seats) and O(root), one run renders several seats, each in C(<root>/<name>); no file is
+    written unless every changed seat's files render and validate.
   - Every value in both files is quoted, so no model name or argument can break them.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
@@ -32,9 +34,14 @@ attributes:
     support: full
 options:
   project_dir:
-    description: The seat's compose project directory; created when missing.
+    description:
+      - The seat's compose project directory; created when missing. Required with O(seat) and with
+        O(state=restored).
     type: path
-    required: true
+  root:
+    description:
+      - With O(seats), the directory that holds each seat's project directory C(<root>/<name>).
+    type: path
   state:
     description:
       - V(present) renders and writes the files; V(restored) restores them from O(restore).
@@ -52,7 +59,14 @@ options:
         C(tensor_parallel_size), C(kv_cache_dtype), the parsers, C(extra_args)...; for a fixed
         tenant C(container_port)); for vLLM the planned C(max_model_len),
         C(kv_cache_memory_bytes) and C(gpu_memory_utilization)."
+      - With O(state=present), this or O(seats).
     type: dict
+  seats:
+    description:
+      - Several seats, each as O(seat) is, rendered in one run (O(state=present) only); the
+        result is in RV(seats), by seat name.
+    type: list
+    elements: dict
   host:
     description: The host name written in the files' header comment.
     type: str
@@ -82,6 +96,7 @@ options:
       - The values of the seat's secret variables (C(launch.secret_environment) names them),
         written only to the C(.env) (mode 0600) and never shown; a diff says
         C(<secret>) for each, and notes when one changed.
+      - With O(seats), keyed by seat name first, each value as above.
       - The rebalance role passes them from the inventory with the
         P(llmfleet.seats.seat_secrets#filter) filter.
     type: dict
@@ -125,18 +140,20 @@ EXAMPLES = r"""
     restore: "{{ gen_small_files.files }}"
   become: true
 
-- name: Render every planned seat of the host
+- name: Render every planned seat of the host in one run
   llmfleet.seats.seat_files:
-    project_dir: "/opt/docker/compose/{{ item.name }}"
+    root: /opt/docker/compose
     host: "{{ inventory_hostname }}"
-    seat: "{{ item }}"
-  loop: "{{ plan.seats }}"
+    seats: "{{ plan.seats }}"
+    secrets: "{{ llmfleet_seats | llmfleet.seats.seat_secrets }}"
+  become: true
+  register: host_files
 """
 
 RETURN = r"""
 files:
   description: Per file name, what happened to it; pass it as O(restore) to undo.
-  returned: always
+  returned: with O(seat) or O(state=restored)
   type: dict
   sample:
     .env:
@@ -151,6 +168,19 @@ files:
       created: false
       backup: null
       before_sha256: 41d7...
+seats:
+  description: With O(seats), per seat name, its C(changed), C(files) (as RV(files)) and C(backups).
+  returned: with O(seats)
+  type: dict
+  sample:
+    gen-small:
+      changed: true
+      files:
+        .env: {path: /opt/docker/compose/gen-small/.env, changed: true, created: false,
+               backup: /opt/docker/compose/gen-small/.env.bak-20261005-rebal, before_sha256: 9f2c...}
+        compose.yaml: {path: /opt/docker/compose/gen-small/compose.yaml, changed: false, created: false,
+                       backup: null, before_sha256: 41d7...}
+      backups: [/opt/docker/compose/gen-small/.env.bak-20261005-rebal]
 backups:
   description: The backup files this run wrote or reused.
   returned: always
@@ -164,7 +194,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import file_mode, present, restored
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files import (
+    file_mode,
+    present,
+    present_seats,
+    restored,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import COMPOSE_FILE, ENV_FILE
 
@@ -172,9 +207,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose i
 def main():
     module = AnsibleModule(
         argument_spec={
-            "project_dir": {"type": "path", "required": True},
+            "project_dir": {"type": "path"},
+            "root": {"type": "path"},
             "state": {"type": "str", "choices": ["present", "restored"], "default": "present"},
             "seat": {"type": "dict"},
+            "seats": {"type": "list", "elements": "dict"},
             "host": {"type": "str"},
             "backup_tag": {"type": "str", "default": "rebal"},
             "backup_date": {"type": "str"},
@@ -184,21 +221,25 @@ def main():
             "restore": {"type": "dict"},
             "secrets": {"type": "dict", "no_log": True},
         },
-        required_if=[("state", "present", ["seat"]), ("state", "restored", ["restore"])],
+        required_if=[("state", "present", ["seat", "seats"], True), ("state", "restored", ["project_dir", "restore"])],
+        required_by={"seat": "project_dir", "seats": "root"},
+        mutually_exclusive=[("seat", "seats"), ("project_dir", "root")],
         supports_check_mode=True,
     )
     params = module.params
     with operator_errors(module):
-        if params["state"] == "present":
+        if params["state"] == "restored":
+            result = restored(runtime_of(None), params["project_dir"], params["restore"], module.check_mode)
+        else:
             modes = {ENV_FILE: file_mode(params["env_mode"], "env_mode"),
                      COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
-            result = present(runtime_of(params["seat"]), params["project_dir"], params["seat"],
-                             params["host"], params["backup_tag"],
-                             params["backup_date"] or time.strftime("%Y%m%d"), modes,
-                             params["validate"], Docker(), module.check_mode, module.atomic_move,
-                             params["secrets"])
-        else:
-            result = restored(runtime_of(None), params["project_dir"], params["restore"], module.check_mode)
+            common = (params["host"], params["backup_tag"], params["backup_date"] or time.strftime("%Y%m%d"),
+                      modes, params["validate"], Docker(), module.check_mode, module.atomic_move,
+                      params["secrets"])
+            if params["seats"] is not None:
+                result = present_seats(runtime_of, params["root"], params["seats"], *common)
+            else:
+                result = present(runtime_of(params["seat"]), params["project_dir"], params["seat"], *common)
     if not module._diff:
         del result["diff"]
     module.exit_json(**result)

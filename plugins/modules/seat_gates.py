@@ -30,7 +30,16 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.action
   - llmfleet.seats._attributes.info_module
+attributes:
+  action:
+    support: full
+    details:
+      - O(phase=before_start), O(phase=after_boot_memory) and O(phase=plateau) read nothing from
+        the host (every input is an argument), so they are computed in Ansible's own process on
+        the controller, with the same checks and results; O(phase=after_boot) runs the module on
+        the host whose seats it gates.
 options:
   phase:
     description: Which gates to evaluate.
@@ -138,53 +147,28 @@ gates:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
-    HEALTH_INTERVAL_S,
-    HEALTH_TIMEOUT_S,
-    MARGIN_MIB,
-    TOLERANCE_MIB,
-)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
-    PHASES,
+    SEAT_GATES_REQUIRED_IF,
+    SEAT_GATES_SPEC,
     SeatHost,
-    run_gates,
+    seat_gates,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "phase": {"type": "str", "required": True, "choices": list(PHASES)},
-            "seats": {"type": "list", "elements": "dict", "default": []},
-            "cards": {"type": "dict"},
-            "plan_gpus": {"type": "list", "elements": "dict", "default": []},
-            "gpus": {"type": "list", "elements": "str", "default": []},
-            "margin_mib": {"type": "int", "default": MARGIN_MIB},
-            "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
-            "health_timeout": {"type": "int", "default": HEALTH_TIMEOUT_S},
-            "health_interval": {"type": "int", "default": HEALTH_INTERVAL_S},
-            "runtime_probe": {"type": "bool", "default": False},
-            "runtime_probe_fraction": {"type": "float", "default": 0.9},
-            "address": {"type": "str", "default": "127.0.0.1"},
-            "api_key": {"type": "str", "no_log": True},
-            "docker_host": {"type": "str"},
-        },
-        required_if=[("phase", "before_start", ["cards"]), ("phase", "after_boot_memory", ["cards"]),
-                     ("phase", "plateau", ["cards"])],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=SEAT_GATES_SPEC, required_if=SEAT_GATES_REQUIRED_IF,
+                           supports_check_mode=True)
     params = module.params
     with operator_errors(module):
         host = SeatHost(Docker(params["docker_host"]), params["address"], params["api_key"],
                         params["health_timeout"], params["health_interval"], params["runtime_probe"],
                         params["runtime_probe_fraction"])
-        gates, failure = run_gates(params["phase"], params["seats"], params["cards"], params["plan_gpus"],
-                                   params["gpus"], params["margin_mib"], params["tolerance_mib"], host)
-    if failure:
-        module.fail_json(msg=failure, gates=gates)
-    module.exit_json(changed=False, gates=gates)
+        result = seat_gates(params, host)
+    if result.get("failed"):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

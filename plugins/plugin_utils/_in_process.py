@@ -7,10 +7,11 @@
 
 """The action plugin of a module whose controller-side work needs no separate process.
 
-Shipping a module to the controller itself costs a Python start and the module's imports for
-every host and task: most of a fleet plan's time. On a local connection without become, async
-or a task environment, the same module_utils function runs here, after the same argument checks
-AnsibleModule makes, and fails with the same one-line messages; anywhere else the module runs."""
+Shipping a module costs a Python start and the module's imports for every host and task: most
+of a fleet plan's time. On a local connection without become, async or a task environment, the
+same module_utils function runs here, after the same argument checks AnsibleModule makes, and
+fails with the same one-line messages; so does a call that reads nothing from its target,
+whatever the connection. Anywhere else the module runs."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ _LOCAL = ("local", "ansible.builtin.local")
 class InProcessModule(ActionBase):
     """Subclasses set ``module``, ``argument_spec`` (and ``validator_options``: required_if
     and friends) and ``work(params, check_mode, diff) -> result``, raising as a module's work
-    does; ``in_process(args)`` narrows the calls done here. Only for modules without no_log
-    options: AnsibleModule's censoring of their values does not run here."""
+    does; ``runs_here(args)`` says which calls are done here (by default those on the
+    controller). Only for calls whose results carry no no_log option's value: AnsibleModule's
+    censoring does not run here."""
 
     _supports_check_mode = True
     module = ""
@@ -42,8 +44,8 @@ class InProcessModule(ActionBase):
     def work(params, check_mode, diff):
         raise NotImplementedError
 
-    def in_process(self, args):  # pylint: disable=unused-argument
-        return True
+    def runs_here(self, args):  # pylint: disable=unused-argument
+        return self._on_controller()
 
     def _on_controller(self):
         return (self._connection.transport in _LOCAL and not self._play_context.become
@@ -53,7 +55,7 @@ class InProcessModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp  # no effect since ansible-core 2.10
         args = dict(self._task.args)
-        if not (self._on_controller() and self.in_process(args)):
+        if not self.runs_here(args):
             result.update(self._execute_module(module_name=self.module, module_args=args, task_vars=task_vars))
             self._remove_tmp_path(self._connection._shell.tmpdir)
             return result

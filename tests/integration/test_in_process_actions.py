@@ -1,7 +1,10 @@
 """seat_plan, rebalance_report, and gpu_info reading a snapshot, run in Ansible's own process on
 the controller (their action plugins) and give what the shipped module gives: the same plan
 and report, the same refusals in the same words, the same check mode. A task environment makes Ansible ship the
-module, so one playbook run holds both paths; -vvv shows which one each task took."""
+module, so one playbook run holds both paths; -vvv shows which one each task took.
+
+seat_gates' phases that read nothing from the host are computed here whatever the connection:
+those tasks keep an SSH connection to a listening socket of this test, which no task may reach."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
+from support.listener import Listener
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
 SNAPSHOT = REPO_ROOT / "inventories" / "fv-ml1" / "snapshots" / "plateau-20261007.json"
@@ -22,6 +26,18 @@ SHIPPED = {"LLMFLEET_SHIPPED": "1"}  # any task environment: the module runs as 
 PLAN_ARGS = {"host": "{{ inventory_hostname }}", "gpus": "{{ llmfleet_gpus }}", "seats": "{{ llmfleet_seats }}",
              "seat_defaults": "{{ llmfleet_seat_defaults }}", "inventory_dir": "{{ inventory_dir }}",
              "kv_factor": "{{ llmfleet_kv_factor }}", "kv_round_to": "{{ llmfleet_kv_round_to }}"}
+
+
+U0, U1 = "GPU-7a1c0001-0000-4000-8000-000000000001", "GPU-7a1c0001-0000-4000-8000-000000000002"
+# twin1's cards as gpu_info reads them, GPU 1 nearly full: the seats placed on it do not fit
+CARDS = {"gpus": [{"index": index, "uuid": uuid, "memory_total_mib": 81559, "memory_free_mib": free,
+                   "processes": []} for index, uuid, free in ((0, U0, 80000), (1, U1, 900))]}
+GATES = {
+    "start": {"phase": "before_start", "seats": "{{ plan_here.plan.seats }}", "cards": CARDS},
+    "memory": {"phase": "after_boot_memory", "plan_gpus": "{{ plan_here.plan.gpus }}", "gpus": [U0, U1],
+               "cards": CARDS},
+    "no_cards": {"phase": "plateau", "plan_gpus": "{{ plan_here.plan.gpus }}"},
+}
 
 
 def _report(report_dir):
@@ -40,9 +56,17 @@ def _both(name, module, args, **keywords):
             _task(name + "_shipped", module, args, environment=SHIPPED, **keywords)]
 
 
+def _gates(name, args, port):
+    """seat_gates on twin1 over SSH to ``port``, with a task environment: still not shipped."""
+    unreachable = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": port}
+    return {"name": "gates_" + name, "llmfleet.seats.seat_gates": args, "vars": unreachable,
+            "environment": SHIPPED, "register": "gates_" + name, "ignore_errors": True}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("in-process")
+    listener = Listener()
     tasks = (
         _both("plan", "seat_plan", PLAN_ARGS)
         + _both("unknown", "seat_plan", dict(PLAN_ARGS, bogus=1))
@@ -52,6 +76,7 @@ def runs(tmp_path_factory):
         + _both("snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(SNAPSHOT)})
         + _both("no_snapshot", "gpu_info", {"source": "snapshot", "snapshot_path": str(out / "none.json")})
         + _both("no_path", "gpu_info", {"source": "snapshot"})
+        + [_gates(name, args, listener.port) for name, args in GATES.items()]
         + [_task("dry", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "dry")), check_mode=True),
            _task("written", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
            _task("again", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
@@ -64,12 +89,17 @@ def runs(tmp_path_factory):
                 "plan_here", "plan_shipped", "unknown_here", "unknown_shipped", "mistyped_here",
                 "mistyped_shipped", "not_a_dir_here", "not_a_dir_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
                 "snapshot_shipped", "no_snapshot_here", "no_snapshot_shipped", "no_path_here",
-                "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped")}}}])
+                "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped",
+                *("gates_" + name for name in GATES))}}}])
     (out / "a-file").write_text("not a directory\n")
     playbook = out / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "twin1", "gather_facts": False, "tasks": tasks}], sort_keys=False))
-    proc = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), str(playbook), "-vvv"])
+    try:
+        proc = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), str(playbook), "-vvv"])
+    finally:
+        listener.close()
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert listener.connections == 0, "a seat_gates phase that reads nothing from the host contacted it"
     return out, proc.stdout, json.loads((out / "results.json").read_text())
 
 
@@ -81,6 +111,21 @@ def test_only_the_shipped_tasks_start_a_module_process(runs):
     assert shipped("seat_plan") == 5, "the five seat_plan tasks with an environment, and no other"
     assert shipped("gpu_info") == 3, "the three gpu_info tasks with an environment, and no other"
     assert shipped("rebalance_report") == 1, "the rebalance_report task with an environment, and no other"
+    assert shipped("seat_gates") == 0, "no seat_gates phase that reads nothing from the host ships"
+
+
+@pytest.mark.parametrize("name, words", [("start", "GPU 1 has 900 MiB free; the seat needs"),
+                                         ("memory", "GPU 1 has 900 MiB free after boot")])
+def test_the_gates_computed_here_fail_the_full_gpu_with_its_numbers(runs, name, words):
+    result = runs[2]["gates_" + name]
+    assert result["failed"] and result["msg"].startswith("gate failed: ") and words in result["msg"], result["msg"]
+    failed = [g for g in result["gates"] if not g["ok"]]
+    assert failed and all(g["detail"] in result["msg"] for g in failed)
+    assert any(g["ok"] for g in result["gates"]), "GPU 0's gates pass"
+
+
+def test_a_computed_phase_without_its_cards_is_refused_as_the_module_refuses_it(runs):
+    assert runs[2]["gates_no_cards"]["msg"] == "phase is plateau but all of the following are missing: cards"
 
 
 @pytest.mark.parametrize("name", ["plan", "snapshot"])

@@ -12,14 +12,13 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import socket
-import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
+from support.listener import Listener
 
 pytestmark = pytest.mark.slow
 
@@ -323,30 +322,6 @@ CASES = [
 ]
 
 
-class _Listener:
-    """A TCP port standing in for every case's host: it counts whoever connects."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _address = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def close(self):
-        self.sock.close()
-
-
 def _write_case(inventory: Path, name: str, edit, port: int) -> None:
     host_vars = copy.deepcopy(BASE)
     files = {"cards.json": snapshot_doc}
@@ -387,7 +362,7 @@ def refusals(tmp_path_factory):
     inventory, output = root / "inventory", root / "out"
     (inventory / "host_vars").mkdir(parents=True)
     shutil.copytree(MODELS, inventory / "models")
-    listener = _Listener()
+    listener = Listener()
     names = {}
     for number, (label, edit, _expected) in enumerate([("valid", host(), None)] + CASES):
         names[label] = "c%03d" % number
@@ -496,6 +471,18 @@ MODULE_CASES = [
     ("a plan seat without launch", "seat_files",
      {"project_dir": "{dir}/p", "seat": {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": [U0]}},
      "seat alpha: launch: expected the plan seat's launch inputs"),
+    ("seats a name that climbs out of the root", "seat_files",
+     {"root": "{dir}", "seats": [plan_seat(name="../etc")], "validate": False},
+     "seats[0].name: expected a seat name (lowercase letters"),
+    ("seats twice the same seat", "seat_files", {"root": "{dir}", "seats": [PLAN_SEAT, PLAN_SEAT], "validate": False},
+     "seats[1].name: expected a seat name (lowercase letters, digits, '-' or '_', starting with a letter or "
+     "digit) no other seat has, got 'alpha'"),
+    ("seats with one seat's secrets", "seat_files", {"root": "{dir}", "seats": [PLAN_SEAT], "secrets": {"HF_TOKEN": "hf_0123"}},
+     "secrets: with seats, expected {seat: {NAME: value}}"),
+    ("seats restored", "seat_files", {"root": "{dir}", "seats": [PLAN_SEAT], "state": "restored", "restore": {}},
+     "state is restored but all of the following are missing: project_dir"),
+    ("seats and seat", "seat_files", {"root": "{dir}", "project_dir": "{dir}/p", "seats": [PLAN_SEAT], "seat": PLAN_SEAT},
+     "parameters are mutually exclusive: seat|seats"),
     ("seat_plan with a plateau of strings", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
                                                           "plateau": {"gpus": "x"}},
      "host h: plateau: expected a gpu_info result with a gpus list"),

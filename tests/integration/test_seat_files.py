@@ -139,3 +139,42 @@ def test_an_unwritable_seat_directory_is_one_line_and_changes_nothing(tmp_path):
     assert "%s/.llmfleet-" % project in shown or "%s/.env.bak-20261005-rebal" % project in shown, shown
     assert "Operation not permitted" in shown, shown
     assert {path.name: path.read_bytes() for path in project.iterdir()} == before, "nothing changed"
+
+
+def test_seats_in_one_run_validate_all_before_writing_any(tmp_path):
+    """seats and root: every changed seat validated before any file is written; each seat's
+    secrets reach its own .env alone; a second run changes nothing."""
+    token = "hf_seatsTOKEN0123456789"
+    coder = dict(SEAT, name="coder", port=8012, container="vllm-coder",
+                 launch=dict(SEAT["launch"], secret_environment=["HF_TOKEN"]))
+    broken = dict(coder, launch=dict(coder["launch"], health_interval="soon"))
+    args = {"root": str(tmp_path / "compose"), "host": "fv-ml1", "backup_date": "20261005",
+            "secrets": {"coder": {"HF_TOKEN": token}}}
+    tasks = [{"name": name, "llmfleet.seats.seat_files": dict(args, seats=seats), "register": name,
+              "ignore_errors": True, **keywords}
+             for name, seats, keywords in (("dry", [SEAT, coder], {"check_mode": True}),
+                                           ("refused", [SEAT, broken], {}),
+                                           ("written", [SEAT, coder], {"diff": True}),
+                                           ("again", [SEAT, coder], {}))]
+    tasks.append({"ansible.builtin.copy": {"content": "{{ {'dry': dry, 'refused': refused, 'written': written, "
+                                                      "'again': again} | to_json }}",
+                                           "dest": str(tmp_path / "result.json"), "mode": "0644"}})
+    (tmp_path / "play.yml").write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert token not in proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "result.json").read_text())
+
+    assert results["dry"]["changed"] and set(results["dry"]["seats"]) == {"gen-small", "coder"}
+    refused = results["refused"]
+    assert refused["failed"] and "rejected the rendered files for %s/coder" % args["root"] in refused["msg"]
+    assert "soon" in refused["msg"], refused["msg"]
+    written, again = results["written"], results["again"]
+    assert written["changed"] and all(seat["changed"] and all(f["created"] for f in seat["files"].values())
+                                      for seat in written["seats"].values()), "the refused run wrote neither seat"
+    assert [d["after_header"] for d in written["diff"]] == [
+        "%s/%s/%s" % (args["root"], seat, name) for seat in ("gen-small", "coder") for name in (".env", "compose.yaml")]
+    env = {seat: (tmp_path / "compose" / seat / ".env").read_text() for seat in ("gen-small", "coder")}
+    assert ("SEAT_SECRET_HF_TOKEN='%s'" % token) in env["coder"] and token not in env["gen-small"]
+    assert not again["changed"] and again["backups"] == []
+    assert not any(seat["changed"] for seat in again["seats"].values())

@@ -87,8 +87,8 @@ def state(host: str) -> dict:
     for path in sorted(root.glob("*/*")):
         if path.is_file() and not path.name.startswith(".llmfleet-"):  # a killed run's temp files
             files[str(path.relative_to(root))] = path.read_bytes()
-    out = twin("exec", host, "--", "docker", "ps", "-a", "--format",
-               "{{.Names}} {{.ID}} {{.State}} {{.Status}}").stdout
+    # the host's dockerd through its socket: no twin CLI to start, as polls call this often
+    out = fleet.find_host(host).docker(["ps", "-a", "--format", "{{.Names}} {{.ID}} {{.State}} {{.Status}}"]).stdout
     containers = {}
     for line in out.splitlines():
         name, cid, running, status = line.split(" ", 3)

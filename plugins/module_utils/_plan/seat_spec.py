@@ -224,15 +224,16 @@ def merged_seats(seats, seat_defaults):
     return merged
 
 
-def seat_secrets(seats, name, seat_defaults=None):
-    """``{NAME: value}``: the secret variables of the seat called ``name``, for its .env alone
-    (an inventory the plan refused gives what could be read)."""
-    if not isinstance(seats, list):
-        return {}
-    for position, raw in enumerate(merged_seats(seats, seat_defaults or {})):
-        if isinstance(raw, dict) and raw.get("name") == name:
-            return _environment(Checker(None), _seat_where(position, name), raw)[1]
-    return {}
+def seat_secrets(seats, name=None, seat_defaults=None):
+    """``{NAME: value}``: the secret variables of the seat called ``name``, for its .env alone;
+    without ``name``, every seat's, ``{seat: {NAME: value}}`` (an inventory the plan refused
+    gives what could be read)."""
+    every = {}
+    for position, raw in enumerate(merged_seats(seats, seat_defaults or {}) if isinstance(seats, list) else []):
+        seat = raw.get("name") if isinstance(raw, dict) else None
+        if isinstance(seat, str) and name in (None, seat) and seat not in every:
+            every[seat] = _environment(Checker(None), _seat_where(position, seat), raw)[1]
+    return every if name is None else every.get(name, {})
 
 
 def without_secrets(value):

@@ -23,6 +23,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup impo
     make_backup,
     read_bytes,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
 
 
 class SeatFilesError(ValueError):
@@ -100,11 +101,8 @@ def _diff(runtime, name, before_header, after_header, before, after):
             "after": runtime.redact(name, after_text, before_text if before is not None else None)}
 
 
-def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
-            check_mode, move, secrets=None):
-    """seat_files' state=present: render the seat's files with its runtime; back up and replace
-    each file that changes. ``{"changed", "files", "backups", "diff"}``."""
-    check_backup_name_parts(backup_date, backup_tag)
+def _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets):
+    """What writing the seat's files would do: ``(contents, result)``, nothing touched yet."""
     contents = {name: text.encode("utf-8") for name, text in runtime.render(seat, host, secrets).items()}
     files, diffs, backups = {}, [], []
     for name, content in contents.items():
@@ -120,20 +118,68 @@ def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, va
             diffs.append(_diff(runtime, name, path if before is not None else "(absent)", path,
                                before, content))
     changed = any(entry["changed"] for entry in files.values())
-    if not check_mode:
+    return contents, {"changed": changed, "files": files, "backups": backups, "diff": diffs}
+
+
+def _write(projects, modes, validate, docker, move):
+    """Write ``projects`` (``(runtime, project_dir, contents, result)`` each): every changed
+    project's new files are validated before any file is backed up or replaced."""
+    for _runtime, project_dir, _contents, _result in projects:
         _remove_leftovers(project_dir)
-    if changed and not check_mode:
+    changing = [project for project in projects if project[3]["changed"]]
+    for runtime, project_dir, contents, _result in changing:
         if not os.path.isdir(project_dir):
             os.makedirs(project_dir, 0o755)
         if validate:
             _validate(runtime, project_dir, contents, docker)
-        for entry in files.values():
+    for _runtime, _project_dir, contents, result in changing:
+        for entry in result["files"].values():
             if entry["backup"]:
                 make_backup(entry["path"], entry["backup"])
-        for name, entry in files.items():
+        for name, entry in result["files"].items():
             if entry["changed"]:
                 _replace(entry["path"], contents[name], modes[name], move)
-    return {"changed": changed, "files": files, "backups": backups, "diff": diffs}
+
+
+def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
+            check_mode, move, secrets=None):
+    """seat_files' state=present: render the seat's files with its runtime; back up and replace
+    each file that changes. ``{"changed", "files", "backups", "diff"}``."""
+    check_backup_name_parts(backup_date, backup_tag)
+    contents, result = _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets)
+    if not check_mode:
+        _write([(runtime, project_dir, contents, result)], modes, validate, docker, move)
+    return result
+
+
+def present_seats(runtime_of, root, seats, host, backup_tag, backup_date, modes, validate, docker,
+                  check_mode, move, secrets=None):
+    """seat_files' state=present for several seats, each in ``root/<name>``, with its runtime
+    (``runtime_of(seat)``) and its secrets (``secrets[name]``). No file is written unless every
+    changed seat's files render and validate. ``{"changed", "seats": {name: {"changed",
+    "files", "backups"}}, "backups", "diff"}``."""
+    check_backup_name_parts(backup_date, backup_tag)
+    secrets = secrets or {}
+    if not isinstance(secrets, dict) or not all(isinstance(value, dict) for value in secrets.values()):
+        raise SeatFilesError("secrets: with seats, expected {seat: {NAME: value}}")
+    projects, names = [], set()
+    for position, seat in enumerate(seats):
+        name = seat.get("name")
+        if not isinstance(name, str) or not SEAT_NAME_RE.match(name) or name in names:
+            raise SeatFilesError("seats[%d].name: expected a seat name (%s) no other seat has, got %r"
+                                 % (position, SEAT_NAME_EXPECTED, name))
+        names.add(name)
+        runtime, project_dir = runtime_of(seat), os.path.join(root, name)
+        contents, result = _rendered(runtime, project_dir, seat, host, backup_tag, backup_date,
+                                     secrets.get(name))
+        projects.append((runtime, project_dir, contents, result))
+    if not check_mode:
+        _write(projects, modes, validate, docker, move)
+    return {"changed": any(result["changed"] for *_parts, result in projects),
+            "seats": {seat["name"]: {key: result[key] for key in ("changed", "files", "backups")}
+                      for seat, (*_parts, result) in zip(seats, projects)},
+            "backups": [path for *_parts, result in projects for path in result["backups"]],
+            "diff": [entry for *_parts, result in projects for entry in result["diff"]]}
 
 
 def restored(runtime, project_dir, restore, check_mode):

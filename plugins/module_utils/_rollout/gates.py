@@ -28,6 +28,26 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 
 PHASES = ("before_start", "after_boot", "after_boot_memory", "plateau")
+# The phases whose every input is in the arguments: they read nothing from the host.
+COMPUTED_PHASES = ("before_start", "after_boot_memory", "plateau")
+
+SEAT_GATES_SPEC = {
+    "phase": {"type": "str", "required": True, "choices": list(PHASES)},
+    "seats": {"type": "list", "elements": "dict", "default": []},
+    "cards": {"type": "dict"},
+    "plan_gpus": {"type": "list", "elements": "dict", "default": []},
+    "gpus": {"type": "list", "elements": "str", "default": []},
+    "margin_mib": {"type": "int", "default": MARGIN_MIB},
+    "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
+    "health_timeout": {"type": "int", "default": HEALTH_TIMEOUT_S},
+    "health_interval": {"type": "int", "default": HEALTH_INTERVAL_S},
+    "runtime_probe": {"type": "bool", "default": False},
+    "runtime_probe_fraction": {"type": "float", "default": 0.9},
+    "address": {"type": "str", "default": "127.0.0.1"},
+    "api_key": {"type": "str", "no_log": True},
+    "docker_host": {"type": "str"},
+}
+SEAT_GATES_REQUIRED_IF = [("phase", phase, ["cards"]) for phase in COMPUTED_PHASES]
 
 
 class GateInputError(ValueError):
@@ -187,3 +207,13 @@ def run_gates(phase, seats=(), cards=None, plan_gpus=(), gpus=(), margin_mib=MAR
         raise GateInputError("seats/cards/plan_gpus: expected seat_plan and gpu_info results, "
                              "missing or malformed %s" % exc) from None
     return gates, ("gate failed: %s" % summary(gates) if failed(gates) else None)
+
+
+def seat_gates(params, host=None):
+    """The seat_gates module's result for its validated ``params``: ``host`` (a SeatHost) reads
+    the seats for O(phase=after_boot); the other phases need none."""
+    gates, failure = run_gates(params["phase"], params["seats"], params["cards"], params["plan_gpus"],
+                               params["gpus"], params["margin_mib"], params["tolerance_mib"], host)
+    if failure:
+        return {"changed": False, "failed": True, "msg": failure, "gates": gates}
+    return {"changed": False, "gates": gates}

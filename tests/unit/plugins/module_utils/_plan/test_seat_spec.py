@@ -13,6 +13,7 @@ import yaml
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
     SeatSpecError,
     normalize_host,
+    seat_secrets,
 )
 
 FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[5] / "inventories" / "fv-ml1" /
@@ -121,3 +122,17 @@ def test_gpu_list_problems_name_the_entry_and_field():
 
 def test_a_host_without_a_seat_list_is_refused():
     assert "host fv-ml1: llmfleet_seats: expected a list of seats, got 'x'" in problems("x")
+
+
+def test_seat_secrets_of_one_seat_or_of_every_seat():
+    seats = [vllm_seat(name="coder", secret_environment={"HF_TOKEN": "hf_a"}),
+             vllm_seat(name="gen-small", environment={"UPSTREAM_API_KEY": "sk-b", "LOG_LEVEL": "info"}),
+             vllm_seat(name="plain")]
+    defaults = {"vllm": {"secret_environment": {"SHARED_TOKEN": "t"}}}
+    assert seat_secrets(seats, "coder") == {"HF_TOKEN": "hf_a"}
+    assert seat_secrets(seats, "nobody") == {}
+    every = seat_secrets(seats, seat_defaults=defaults)
+    assert every == {"coder": {"HF_TOKEN": "hf_a"},  # its own secret_environment replaces the default one
+                     "gen-small": {"UPSTREAM_API_KEY": "sk-b", "SHARED_TOKEN": "t"},
+                     "plain": {"SHARED_TOKEN": "t"}}
+    assert all(seat_secrets(seats, name, defaults) == every[name] for name in every), "one seat's is its part of every seat's"
