@@ -261,10 +261,13 @@ def main(argv=None) -> int:
     driver = Driver(state, args.state)
     if os.path.exists(args.socket):
         os.unlink(args.socket)
-    server = _Server(args.socket, _Connection)
+    # Listening under a temporary name, then renamed: whoever sees the socket can connect to it.
+    listening = "%s.%d" % (args.socket, os.getpid())
+    server = _Server(listening, _Connection)
     server.driver = driver
     # Seats in containers may run as any user; the real device nodes are world-usable too.
-    os.chmod(args.socket, 0o666)
+    os.chmod(listening, 0o666)
+    os.rename(listening, args.socket)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print("fakegpud: %d GPU(s), socket %s, state %s"
           % (len(state["gpus"]), args.socket, args.state), flush=True)
