@@ -161,8 +161,8 @@ if [ -f {cache} ]; then mount --bind {cache} /etc/ld.so.cache; fi
 # machine's (a pyenv set up there would cost every Ansible task a dozen processes).
 if [ -f /root/.bashrc ]; then mount --bind {dir}/root-bashrc /root/.bashrc; fi
 """.format(dir=self.dir, cache=LD_CACHE)
-        (self.dir / "root-bashrc").write_text("# Written by tests/twin/twin: root's ~/.bashrc on host %s.\n"
-                                             % self.name)
+        (self.dir / "root-bashrc").write_text(
+            "# Written by tests/twin/twin: root's ~/.bashrc on host %s.\n" % self.name)
         run(["nsenter", "--mount=%s" % self.mntns, "--", "sh", "-c", script])
 
     def _write_sshd_config(self, ssh_dir: Path) -> None:
