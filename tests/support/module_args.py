@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 
+import pytest
+
 try:
     from ansible.module_utils.testing import patch_module_args
 except ImportError:  # ansible-core 2.17 and 2.18
@@ -22,4 +24,15 @@ except ImportError:  # ansible-core 2.17 and 2.18
         finally:
             basic._ANSIBLE_ARGS = saved
 
-__all__ = ["patch_module_args"]
+
+def run_main(main, capsys, args):
+    """``(exit code, result)`` of a module's ``main()`` called with ``args``; the result without
+    the ``invocation`` AnsibleModule echoes back."""
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        main()
+    result = json.loads(capsys.readouterr().out)
+    result.pop("invocation", None)
+    return exit_info.value.code, result
+
+
+__all__ = ["patch_module_args", "run_main"]

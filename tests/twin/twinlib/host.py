@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .procs import (TwinError, alive, is_mounted, ns_inode, pids_in_namespaces, run, terminate,
-                    wait_for)
+from .procs import (CommandTimeout, TwinError, alive, is_mounted, ns_inode, pids_in_namespaces, run,
+                    terminate, wait_for)
 
 
 def _instance() -> int:
@@ -218,11 +218,17 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
         wait_for("the GPU driver on " + self.name,
                  lambda: up("fakegpud", lambda: os.path.exists(self.path(GPU_SOCKET))), timeout)
-        wait_for("dockerd on " + self.name,
-                 lambda: up("dockerd", lambda: self.docker(["version"], check=False,
-                                                           timeout=10).returncode == 0), timeout,
+        wait_for("dockerd on " + self.name, lambda: up("dockerd", self._docker_answers), timeout,
                  interval=0.2)
         wait_for("sshd on " + self.name, lambda: up("sshd", self._ssh_port_open), timeout)
+
+    def _docker_answers(self) -> bool:
+        # A dockerd still starting can accept the connection and answer nothing for a while
+        # (seen on a busy machine): a probe that hangs is one more "not yet".
+        try:
+            return self.docker(["version"], check=False, timeout=10).returncode == 0
+        except CommandTimeout:
+            return False
 
     def _ssh_port_open(self) -> bool:
         try:

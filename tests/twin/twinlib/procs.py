@@ -12,10 +12,18 @@ class TwinError(RuntimeError):
     """A twin operation failed; the message says what and what to do."""
 
 
+class CommandTimeout(TwinError):
+    """A command did not finish in its time."""
+
+
 def run(cmd: list, check: bool = True, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-    """Run a command, text in and out; a failure raises TwinError with its stderr."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                          **kwargs)
+    """Run a command, text in and out; a failure raises TwinError with its stderr, one that
+    does not finish in ``timeout`` seconds CommandTimeout."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                              **kwargs)
+    except subprocess.TimeoutExpired:
+        raise CommandTimeout("`%s` did not finish within %.0f s" % (" ".join(cmd), timeout)) from None
     if check and proc.returncode != 0:
         raise TwinError("`%s` failed (rc=%d): %s"
                         % (" ".join(cmd), proc.returncode, (proc.stderr or proc.stdout).strip()))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.module_args import patch_module_args
+from support.module_args import run_main
 
 from ansible_collections.llmfleet.seats.plugins.modules import kv_budget
 
@@ -18,11 +18,7 @@ CONTRACT_KEYS = {"kv_cache_memory_bytes", "block_size", "bytes_per_block", "num_
 
 
 def run(capsys, **args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        kv_budget.main()
-    result = json.loads(capsys.readouterr().out)
-    result.pop("invocation", None)
-    return exit_info.value.code, result
+    return run_main(kv_budget.main, capsys, args)
 
 
 def test_evaluates_a_budget_from_a_config_path(capsys):

@@ -3,11 +3,10 @@ result as the action's work (one function behind both), and the same refusals.""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from support.module_args import patch_module_args
+from support.module_args import run_main
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
     SEAT_GATES_REQUIRED_IF,
@@ -25,11 +24,7 @@ SEATS = [{"name": "asr", "engine": "fixed", "gpus": [U0], "footprint_mib": 3840}
 
 
 def run(capsys, **args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        seat_gates.main()
-    result = json.loads(capsys.readouterr().out)
-    result.pop("invocation", None)
-    return exit_info.value.code, result
+    return run_main(seat_gates.main, capsys, args)
 
 
 def here(**args):

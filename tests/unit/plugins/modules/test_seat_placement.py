@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.module_args import patch_module_args
+from support.module_args import run_main
 
 from ansible_collections.llmfleet.seats.plugins.modules import seat_placement
 
@@ -16,11 +16,7 @@ FV_ML1_GPUS = [{"id": "GPU-%d" % i, "capacity_mib": 97887} for i in range(3)] + 
 
 
 def run(capsys, **args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        seat_placement.main()
-    result = json.loads(capsys.readouterr().out)
-    result.pop("invocation", None)
-    return exit_info.value.code, result
+    return run_main(seat_placement.main, capsys, args)
 
 
 def test_places_seats_with_the_contract_keys(capsys):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support.module_args import patch_module_args
+from support.module_args import run_main
 
 from ansible_collections.llmfleet.seats.plugins.modules import vllm_boot_info
 
@@ -16,9 +15,7 @@ CONTRACT = {"kv_cache_tokens", "max_concurrency", "max_model_len", "kv_cache_mem
 
 
 def run(capsys, args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        vllm_boot_info.main()
-    return exit_info.value.code, json.loads(capsys.readouterr().out)
+    return run_main(vllm_boot_info.main, capsys, args)
 
 
 def test_reads_a_log_given_as_text(capsys):
