@@ -24,7 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".build" / "collections"))
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._placement import place  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (  # noqa: E402
+    DEFAULT_NODE_LIMIT,
+    place,
+)
 
 H200, RTX = 143771, 97887
 
@@ -36,6 +39,8 @@ def host(rng, suite):
         seats = [{"name": "asr", "need_mib": 3840, "gpu": "GPU-0"}] + [
             {"name": "seat-%d" % i, "need_mib": rng.randint(3000, 45000),
              "current_gpu": "GPU-%d" % rng.randrange(3)} for i in range(8)]
+    elif suite in ("48x8", "64x16"):
+        return rack(rng, *(int(part) for part in suite.split("x")))
     else:
         sizes = [RTX] * 4 + [H200] * 4 if suite == "mixed" else [H200] * 8
         gpus = [{"id": "GPU-%d" % i, "capacity_mib": size} for i, size in enumerate(sizes)]
@@ -56,6 +61,30 @@ def host(rng, suite):
     room = sum(g["capacity_mib"] for g in gpus if not g.get("keep_clear"))
     while sum(s["need_mib"] * s.get("gpu_count", 1) for s in seats) > 0.97 * room:
         seats.pop()
+    return gpus, seats
+
+
+def rack(rng, count, cards):
+    """A rack-sized host: ``count`` seats on ``cards`` H200s, the last kept clear, needs uniform
+    over a range and scaled to ask 85 % of the cards' memory; every seat runs somewhere now,
+    four are tensor-parallel (2 or 4 GPUs), two pinned, six avoid a GPU."""
+    gpus = [{"id": "GPU-%d" % i, "capacity_mib": H200, "keep_clear": i == cards - 1}
+            for i in range(cards)]
+    usable = [gpu["id"] for gpu in gpus if not gpu["keep_clear"]]
+    mean = 0.85 * H200 * len(usable) / count
+    seats = [{"name": "seat-%02d" % i, "need_mib": rng.randint(int(0.3 * mean), int(1.7 * mean)),
+              "current_gpu": rng.choice(usable)} for i in range(count)]
+    for seat in rng.sample(seats, 4):
+        seat["gpu_count"] = rng.choice([2, 4])
+        seat["current_gpu"] = rng.sample(usable, seat["gpu_count"])
+    singles = [seat for seat in seats if "gpu_count" not in seat]
+    for seat in rng.sample(singles, 8)[:2]:
+        seat["gpu"] = seat["current_gpu"]
+    for seat in rng.sample([seat for seat in singles if "gpu" not in seat], 6):
+        seat["avoid_gpus"] = [rng.choice([gpu for gpu in usable if gpu != seat["current_gpu"]])]
+    scale = 0.85 * H200 * len(usable) / sum(s["need_mib"] * s.get("gpu_count", 1) for s in seats)
+    for seat in seats:
+        seat["need_mib"] = int(seat["need_mib"] * scale)
     return gpus, seats
 
 
@@ -86,7 +115,7 @@ def greedy(gpus, seats, roomiest):
     return min(spare[g] for g in usable)
 
 
-def run_suite(suite, instances, seed, verbose):
+def run_suite(suite, instances, seed, node_limit, verbose):
     rng = random.Random("%s-%d" % (suite, seed))
     times, proven, moves, gaps = [], 0, [], []
     gains = {"first-fit-decreasing": [], "spread": []}
@@ -94,7 +123,7 @@ def run_suite(suite, instances, seed, verbose):
     for number in range(instances):
         gpus, seats = host(rng, suite)
         started = time.perf_counter()
-        result = place(gpus, seats)
+        result = place(gpus, seats, node_limit=node_limit)
         elapsed = time.perf_counter() - started
         baselines = {"first-fit-decreasing": greedy(gpus, seats, roomiest=False),
                      "spread": greedy(gpus, seats, roomiest=True)}
@@ -131,15 +160,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=8, help="hosts per suite")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--suites", default="9x4,32x8,moves,tp,constrained,mixed",
+    parser.add_argument("--suites", default="9x4,32x8,moves,tp,constrained,mixed,48x8,64x16",
                         help="9x4 (fv-ml1 shape), 32x8 (8 H200s), moves (32x8 with every "
                              "seat's current GPU), tp (three multi-GPU seats), constrained "
                              "(avoid lists, a kept-clear GPU, a pin), mixed (4 RTX PRO 6000 + "
-                             "4 H200, current GPUs)")
+                             "4 H200, current GPUs), 48x8 and 64x16 (rack-sized: TP seats, "
+                             "pins, avoid lists, a kept-clear GPU, every seat running, 85 %% of "
+                             "the memory asked)")
+    parser.add_argument("--node-limit", type=int, default=DEFAULT_NODE_LIMIT,
+                        help="seat_placement's search_node_limit (default %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per host")
     args = parser.parse_args()
     for suite in args.suites.split(","):
-        run_suite(suite, args.instances, args.seed, args.verbose)
+        run_suite(suite, args.instances, args.seed, args.node_limit, args.verbose)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ options:
       - The most search steps to spend before returning the best assignment found with
         RV(optimal=false). About 20 to 60 microseconds a step on one core.
     type: int
-    default: 1000000
+    default: 100000
 notes:
   - C(docs/placement.md) in the collection explains the objective, the bounds and the proof, and
     how seat footprints are counted.

@@ -60,9 +60,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._placement.solver i
 
 __all__ = ("DEFAULT_NODE_LIMIT", "PlacementError", "PlacementInfeasible", "per_gpu", "place")
 
-DEFAULT_NODE_LIMIT = 1000000
-# MiB: below this gap between the bounds the search climbs instead of bisecting
-_CLIMB_BAND = 32
+DEFAULT_NODE_LIMIT = 100000
+# percent of the node budget kept for the moves when some seat runs somewhere now
+_MOVES_SHARE = 40
 # nodes the move search spends over the real GPUs before switching to GPUs up to symmetry
 _PHYSICAL_SHARE = 5000
 
@@ -97,22 +97,16 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
         return _result(problem, solver, {}, True, None, None)
     upper, binding = solver.upper_bound()
     _refuse_impossible(problem, solver, upper, binding, min_spare_mib)
+    upper = min(upper, solver.large_seats_bound())
     best = solver.greedy()
     lower = solver.worst_of(best)
-    optimal = True
-    high = upper  # no placement beats it: each target the packer proves impossible lowers it
-    try:
-        while lower < high:
-            # bisect while the gap is wide; near the top climb one MiB at a time, so that only
-            # one hard proof (optimum + 1) is needed and it reuses the failures met on the way
-            target = lower + 1 if high - lower <= _CLIMB_BAND else (lower + high + 1) // 2
-            found = solver.pack(target)
-            if found is None:
-                high = target - 1
-            else:
-                best, lower = found, solver.worst_of(solver.rebalance(found))
-    except SearchBudgetSpent:
-        optimal = False
+    movable = any(seat.cur_mask != -1 for seat in problem.seats)
+    if movable:
+        # the moves get what the worst spare leaves, and at least this share of the budget
+        solver.limit = max(node_limit * (100 - _MOVES_SHARE) // 100, 1)
+    best, lower, high = solver.raise_worst(best, lower, upper)
+    solver.limit = node_limit
+    optimal = lower == high
     if lower < min_spare_mib:
         if optimal:
             _refuse_infeasible(problem, solver, best, lower, min_spare_mib)
@@ -120,10 +114,11 @@ def place(gpus, seats, min_spare_mib=0, node_limit=DEFAULT_NODE_LIMIT):
             "the placement search spent its node budget (%d) before finding an assignment that "
             "leaves %d MiB on every GPU; the best found leaves %d MiB (raise the node limit)"
             % (node_limit, min_spare_mib, lower), [], min_spare_mib - lower, [])
-    if optimal and solver.moves_of(best):
+    if solver.moves_of(best):
         keep = _keep_current(problem, solver, lower)
         if keep is not None and solver.moves_of(keep) < solver.moves_of(best):
             best = keep
+        best = solver.keep_more(lower, best)
         if solver.moves_of(best):
             try:
                 best = solver.fewest_moves(lower, best, node_share=_PHYSICAL_SHARE)

@@ -21,8 +21,16 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._placement.packer i
     spread,
 )
 
-# passes over all GPU pairs in the local search
+# passes over all GPU pairs in the local searches
 _REBALANCE_ROUNDS = 20
+# the seats and usable GPUs a search node may look at for one step of the budget
+_SEATS_PER_STEP = 16
+_GPUS_PER_STEP = 8
+# MiB: below this gap between the bounds the search climbs instead of bisecting
+_CLIMB_BAND = 32
+# the most one-GPU seats on a pair of GPUs that the moves local search re-splits (it keeps up
+# to one state per total, at most 2 ** seats)
+_KEEP_PAIR_SEATS = 16
 
 
 class SearchBudgetSpent(Exception):
@@ -53,9 +61,13 @@ class Solver:
                                 else Groups(self.singles))
         self.incumbent = None
         self.incumbent_cost = None
+        # a node's work grows with the seats and GPUs it looks at, so a larger host counts a
+        # node as several steps and the budget keeps to about the same time
+        self.step = (max(1, -(-len(self.loose) // _SEATS_PER_STEP))
+                     * max(1, -(-len(p.usable) // _GPUS_PER_STEP)))
 
     def tick(self):
-        self.nodes += 1
+        self.nodes += self.step
         if self.nodes > self.limit:
             raise SearchBudgetSpent()
 
@@ -90,6 +102,19 @@ class Solver:
             room = sum(self.base[pos] for pos in subset)
             consider((room - need) // len(subset), list(subset))
         return best, binding
+
+    def large_seats_bound(self):
+        """Pigeonhole bound (pairs of large seats, generalised): of the k * m + 1 largest pieces
+        on m GPUs some GPU holds k + 1, so at least the k + 1 smallest of them."""
+        usable = self.p.usable
+        pieces = sorted((s.need for s in self.loose for _piece in range(s.count)), reverse=True)
+        room = best = max(self.base[pos] for pos in usable)
+        per_gpu = 1
+        while per_gpu * len(usable) < len(pieces):
+            top = per_gpu * len(usable)
+            best = min(best, room - sum(pieces[top - per_gpu:top + 1]))
+            per_gpu += 1
+        return best
 
     # ---- heuristics ---------------------------------------------------------------------
     def greedy(self):
@@ -184,6 +209,67 @@ class Solver:
                 load[target] += seat.need
         return True
 
+    def keep_more(self, worst, where):
+        """Local search on moves: re-split the one-GPU seats of every pair of GPUs so that the
+        most of them run where they run now, every GPU keeping ``worst`` spare; repeat until no
+        pair improves. Returns ``where``, changed."""
+        load = {pos: 0 for pos in self.p.usable}
+        for seat in self.loose:
+            for pos in where[seat.name]:
+                load[pos] += seat.need
+        pairs = list(itertools.combinations(self.p.usable, 2))
+        improved = True
+        rounds = 0
+        while improved and rounds < _REBALANCE_ROUNDS:
+            improved = False
+            rounds += 1
+            for a, b in pairs:
+                if self._keep_pair(a, b, worst, where, load):
+                    improved = True
+        return where
+
+    def _keep_pair(self, a, b, worst, where, load):
+        moving = sorted((seat for seat in self.singles if where[seat.name][0] in (a, b)),
+                        key=lambda seat: (-seat.need, seat.name))
+        if not moving or len(moving) > _KEEP_PAIR_SEATS:
+            return False
+        on_a_now = sum(seat.need for seat in moving if where[seat.name][0] == a)
+        total = sum(seat.need for seat in moving)
+        room_a = self.base[a] - worst - load[a] + on_a_now
+        room_b = self.base[b] - worst - load[b] + total - on_a_now
+        kept_now = sum(seat.cur_mask == 1 << where[seat.name][0] for seat in moving)
+        # total on a -> (seats that stay, the seats sent to a as a bitmask); the first found
+        # of equal merit wins, so the answer is deterministic
+        states = {0: (0, 0)}
+        left = total
+        for index, seat in enumerate(moving):
+            left -= seat.need
+            grown = {}
+            for on_a, (kept, to_a) in states.items():
+                for go_a in (False, True):
+                    pos = a if go_a else b
+                    if not seat.allowed >> pos & 1:
+                        continue
+                    after = on_a + seat.need if go_a else on_a
+                    # a must not overflow, and b must still be able to stay within its room
+                    if after > room_a or total - after - left > room_b:
+                        continue
+                    merit = (kept + (seat.cur_mask == 1 << pos), to_a | (go_a << index))
+                    if after not in grown or merit[0] > grown[after][0]:
+                        grown[after] = merit
+            states = grown
+        best = max(states.values(), key=lambda merit: merit[0], default=None)
+        if best is None or best[0] <= kept_now:
+            return False
+        for index, seat in enumerate(moving):
+            target = a if best[1] >> index & 1 else b
+            now = where[seat.name][0]
+            if now != target:
+                where[seat.name] = [target]
+                load[now] -= seat.need
+                load[target] += seat.need
+        return True
+
     def worst_of(self, where):
         load = {pos: 0 for pos in self.p.usable}
         for seat in self.loose:
@@ -200,6 +286,39 @@ class Solver:
         return moved
 
     # ---- exact search -------------------------------------------------------------------
+    def raise_worst(self, best, lower, high):
+        """Raise the worst spare ``lower`` of ``best`` towards ``high`` (no placement beats it)
+        within ``self.limit`` nodes. Returns the best assignment, its worst spare and the bound,
+        lowered by every target proven impossible."""
+        until = self.limit
+        ceiling = high  # the targets still worth a try: a spent budget lowers it, not the bound
+        try:
+            while lower < ceiling and self.nodes < until:
+                wide = ceiling - lower > _CLIMB_BAND
+                # bisect while the gap is wide, each target on half of what is left so that a
+                # hard one leaves room for lower ones; near the top climb one MiB at a time, so
+                # that only one hard proof (optimum + 1) is needed and it reuses the failures
+                # met on the way
+                if wide:
+                    target = (lower + ceiling + 1) // 2
+                    self.limit = self.nodes + max((until - self.nodes) // 2, 1)
+                else:
+                    target = lower + 1
+                    self.limit = until
+                try:
+                    found = self.pack(target)
+                except SearchBudgetSpent:
+                    ceiling = target - 1
+                    continue
+                if found is None:
+                    high = ceiling = target - 1
+                else:
+                    best = self.rebalance(found)
+                    lower = self.worst_of(best)
+        finally:
+            self.limit = until
+        return best, lower, high
+
     def pack(self, worst):
         """An assignment whose worst spare is at least ``worst``, or None when there is none."""
         p = self.p
