@@ -51,7 +51,8 @@ class Solver:
                 for pos in seat.pin:
                     self.base[pos] -= seat.need
                 self.fixed[seat.name] = list(seat.pin)
-        self.loose = [s for s in p.seats if s.pin is None]
+        # the search order, whatever order the seats come in
+        self.loose = sorted((s for s in p.seats if s.pin is None), key=lambda s: (-s.need, s.name))
         self.singles = [s for s in self.loose if s.count == 1]
         self.multis = sorted((s for s in self.loose if s.count > 1),
                              key=lambda s: (-s.need, -s.count, s.name))
@@ -229,8 +230,7 @@ class Solver:
         return where
 
     def _keep_pair(self, a, b, worst, where, load):
-        moving = sorted((seat for seat in self.singles if where[seat.name][0] in (a, b)),
-                        key=lambda seat: (-seat.need, seat.name))
+        moving = [seat for seat in self.singles if where[seat.name][0] in (a, b)]
         if not moving or len(moving) > _KEEP_PAIR_SEATS:
             return False
         on_a_now = sum(seat.need for seat in moving if where[seat.name][0] == a)

@@ -30,14 +30,23 @@ def _seat_rows(plan, gpu):
     return [by_name[name] for name in gpu["seats"]]
 
 
+def _proof(plan):
+    """What the placement search proved before its step budget ran out."""
+    if plan["optimal"]:
+        return " (proven optimal)"
+    gap = plan["bound_mib"] - plan["worst_spare_mib"]
+    if not gap:
+        return " (proven the best worst spare; the moves are the fewest found, not proven fewest)"
+    return (" (best found, NOT proven optimal: within %s MiB of the best, no placement does "
+            "better than %s MiB)" % (_mib(gap), _mib(plan["bound_mib"])))
+
+
 def plan_markdown(plan):
     """The plan of one host: per GPU its seats with KV, tokens, concurrency, footprint and boot
     gate, then spare at plateau and at boot; the moves and the warnings last."""
     lines = ["## %s" % plan["host"], ""]
     lines.append("Worst spare at plateau: **%s MiB**%s. Moves: %s." % (
-        _mib(plan["worst_spare_mib"]), " (proven optimal)" if plan["optimal"] else
-        " (best found, NOT proven optimal: no placement does better than %s MiB)" % _mib(plan["bound_mib"]),
-        ", ".join(plan["moves"]) or "none"))
+        _mib(plan["worst_spare_mib"]), _proof(plan), ", ".join(plan["moves"]) or "none"))
     lines.append("")
     lines.append("| GPU | seat | KV budget | KV tokens | concurrency | footprint MiB "
                  "(weights + KV + overhead) | util (boot gate) | from |")

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.llmfleet.seats.plugins.module_utils import _placement
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement.packer import max_weight_assignment
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement.problem import Problem
+from ansible_collections.llmfleet.seats.plugins.module_utils._placement.solver import Solver
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import (
     PlacementError,
     PlacementInfeasible,
@@ -294,6 +296,85 @@ def test_a_spent_budget_before_min_spare_is_reached_is_an_error_not_a_guess():
     gpus, seats, _origin = perfect_packing(3, [H200] * 8, 5000)
     with pytest.raises(PlacementInfeasible, match="spent its node budget"):
         place(gpus, seats, min_spare_mib=5000, node_limit=50)
+
+
+def test_a_spent_budget_certifies_its_gap_against_every_assignment():
+    rng = random.Random(53)
+    spent = gaps = 0
+    for _instance in range(600):
+        gpus, seats = random_instance(rng)
+        result = place(gpus, seats, min_spare_mib=-10 ** 6, node_limit=rng.randint(1, 8))
+        check_result(gpus, seats, result)
+        worst, moves = exhaustive(gpus, seats)
+        assert result["worst_spare_mib"] <= worst <= result["bound_mib"], (gpus, seats)
+        if result["optimal"]:
+            assert (result["worst_spare_mib"], len(result["moves"])) == (worst, moves)
+        spent += not result["optimal"]
+        gaps += result["bound_mib"] > result["worst_spare_mib"]
+    assert spent > 100 and gaps > 50, "the budgets are small enough to run out"
+
+
+def test_the_pigeonhole_bound_on_large_seats_binds_where_the_fluid_bound_cannot():
+    # 300 MiB asked of 400: fluid says 25 spare, but two of the five seats share a GPU
+    gpus = [{"id": "g%d" % i, "capacity_mib": 100} for i in range(4)]
+    seats = [{"name": "s%d" % i, "need_mib": 60} for i in range(5)]
+    result = place(gpus, seats, min_spare_mib=-100)
+    assert result["upper_bound_mib"] == result["worst_spare_mib"] == -20
+    assert result["optimal"] is True and result["search_nodes"] == 0
+
+
+def rack(seed):
+    """64 seats on 16 H200s, one kept clear: 85 % of the memory asked, needs uniform over a
+    range, every seat running somewhere now, three tensor-parallel, two pinned, five with an
+    avoid list."""
+    rng = random.Random(seed)
+    gpus = [{"id": "GPU-%d" % i, "capacity_mib": H200, "keep_clear": i == 15} for i in range(16)]
+    usable = [gpu["id"] for gpu in gpus[:15]]
+    seats = [{"name": "seat-%02d" % i, "need_mib": rng.randint(8000, 56000),
+              "current_gpu": rng.choice(usable)} for i in range(64)]
+    for seat in seats[:3]:
+        seat["gpu_count"] = 2
+        seat["current_gpu"] = rng.sample(usable, 2)
+    for seat in seats[3:5]:
+        seat["gpu"] = seat["current_gpu"]
+    for seat in seats[5:10]:
+        seat["avoid_gpus"] = [gpu for gpu in usable[:2] if gpu != seat["current_gpu"]]
+    scale = 0.85 * H200 * 15 / sum(s["need_mib"] * s.get("gpu_count", 1) for s in seats)
+    for seat in seats:
+        seat["need_mib"] = int(seat["need_mib"] * scale)
+    return gpus, seats
+
+
+def test_a_rack_sized_host_is_answered_within_the_budget_with_a_certified_gap():
+    gpus, seats = rack(4)
+    result = place(gpus, seats)
+    check_result(gpus, seats, result)
+    # each node of a host this size counts 8 steps, so the last one may overshoot by 7
+    assert result["search_nodes"] <= _placement.DEFAULT_NODE_LIMIT + 8
+    assert 0 <= result["bound_mib"] - result["worst_spare_mib"] <= 256
+    assert len(result["moves"]) < 61, "the local search on moves keeps some seats where they run"
+    random.Random(4).shuffle(seats)
+    assert place(gpus, seats) == result, "a spent budget is as deterministic as a proof"
+
+
+def test_the_moves_local_search_keeps_the_worst_spare_and_never_adds_a_move():
+    rng = random.Random(17)
+    fewer = 0
+    for _instance in range(40):
+        gpus = [{"id": "GPU-%d" % i, "capacity_mib": H200} for i in range(6)]
+        seats = [{"name": "s%02d" % i, "need_mib": rng.randint(2000, 40000),
+                  "current_gpu": "GPU-%d" % rng.randrange(6)} for i in range(20)]
+        for seat in rng.sample(seats, 4):
+            seat["avoid_gpus"] = ["GPU-%d" % rng.randrange(6)]
+        solver = Solver(Problem(gpus, seats, 0), _placement.DEFAULT_NODE_LIMIT)
+        where = solver.greedy()
+        worst, moves = solver.worst_of(where), solver.moves_of(where)
+        kept = solver.keep_more(worst, {name: list(gpus) for name, gpus in where.items()})
+        assert solver.worst_of(kept) >= worst and solver.moves_of(kept) <= moves
+        assert all(solver.p.seats[0].allowed and any(
+            s.allowed >> pos & 1 for pos in kept[s.name]) for s in solver.loose)
+        fewer += solver.moves_of(kept) < moves
+    assert fewer >= 20, "it finds seats that can go back where they run"
 
 
 def test_no_seats_and_no_usable_gpus_are_answers_not_errors():

@@ -151,3 +151,14 @@ def test_a_snapshot_of_another_host_is_refused_unless_accepted(inventory):
                                         r"llmfleet_plan_accept.snapshot_host: twin9"):
         build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
     assert build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards, accept={"snapshot_host": "twin9"})
+
+
+def test_the_plan_says_what_the_placement_search_proved(inventory):
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory))
+    assert "(proven optimal)" in plan_markdown(plan)
+    worst = plan["worst_spare_mib"]
+    plan.update(optimal=False, bound_mib=worst)
+    assert "proven the best worst spare; the moves are the fewest found" in plan_markdown(plan)
+    plan["bound_mib"] = worst + 1234
+    assert ("NOT proven optimal: within 1,234 MiB of the best, no placement does better than "
+            "{:,} MiB".format(worst + 1234)) in plan_markdown(plan)
