@@ -18,8 +18,11 @@ description:
     order, so the same input always gives the same answer whatever order the seats come in.
   - The search is exact (bounds, bin completion with dominance and symmetry rules, memoised
     failures; moves by branch and bound), not a heuristic. RV(optimal) is V(true) only when
-    both the worst spare and the moves are proven best; a search that spends
-    O(search_node_limit) returns the best assignment found with RV(optimal=false).
+    both the worst spare and the moves are proven best.
+  - It is also anytime. A search that spends O(search_node_limit) returns the best assignment
+    found with RV(optimal=false) and RV(bound_mib), which no assignment's worst spare exceeds
+    (the certified gap is RV(bound_mib) less RV(worst_spare_mib)). The same input and budget
+    always give the same answer.
   - Fails, naming the GPUs, the shortfall in MiB and the seats involved, when no assignment
     leaves O(min_spare_mib) on every GPU.
   - Count the needs from what a seat really holds at its plateau (weights, pinned KV, runtime
@@ -94,16 +97,20 @@ options:
   search_node_limit:
     description:
       - The most search steps to spend before returning the best assignment found with
-        RV(optimal=false). About 20 to 60 microseconds a step on one core.
+        RV(optimal=false). A step is one search node on a host of up to 16 seats that are not
+        pinned and 8 GPUs; a larger host's node counts one step per 16 seats times one per 8
+        GPUs, rounded up, so the default is about 5 seconds on one core at any host size.
+      - When some seat has O(seats[].current_gpu), the worst spare may use 60% of it and the
+        moves get the rest.
     type: int
     default: 100000
 notes:
   - C(docs/placement.md) in the collection explains the objective, the bounds and the proof, and
     how seat footprints are counted.
   - 24 to 32 seats on 8 identical GPUs are usually proven optimal in well under a second, with
-    C(current_gpu) for every seat in a few seconds at most. Mixed GPU sizes, avoid lists and
-    several multi-GPU seats make the proof longer; C(bench/bench_placement.py) prints measured
-    times.
+    C(current_gpu) for every seat in a second or two. Mixed GPU sizes, avoid lists and several
+    multi-GPU seats make the proof longer, and such hosts often end within the default budget
+    with a gap of tens of MiB; C(bench/bench_placement.py) prints measured times and gaps.
 seealso:
   - module: llmfleet.seats.seat_plan
 """

@@ -23,8 +23,9 @@ The objective, in order:
 How it is proven (docs/placement.md has the long form):
 
 * Pinned seats are fixed first. Upper bounds on the worst spare come from every set of GPUs (the
-  seats that may only use them must fit in them: a Hall-type fluid bound) and from each seat
-  (it must fit on the GPUs it may use).
+  seats that may only use them must fit in them: a Hall-type fluid bound), from each seat
+  (it must fit on the GPUs it may use) and from the largest seats (pigeonhole: of the k * m + 1
+  largest pieces some GPU holds k + 1).
 * A greedy placement, improved by exact pairwise re-splits (a subset-sum per pair of GPUs),
   gives a first lower bound.
 * The gap is closed by bisection on the worst spare W, then a climb one MiB at a time near the
@@ -36,14 +37,18 @@ How it is proven (docs/placement.md has the long form):
   the seats still to place are tried once (symmetry); identical seats form one group; the total
   slack bounds the waste; subset-sum bitsets cut fillings that cannot reach the needed fill; and
   states that fail are remembered across targets (failing at W means failing above W).
-* With W fixed at the optimum, moves are minimised by branch and bound: first over the real
-  GPUs (bound: seats whose current GPU is full, and the fewest that must leave an over-full
-  one), then, if that runs long, over GPUs up to symmetry, where each complete packing is mapped
-  onto the real GPUs by a maximum-weight assignment (Hungarian method) of seats that stay.
+* With W fixed at the best found, moves start from the better of that packing and "who can
+  stay stays", improved by a local search that re-splits each pair of GPUs for the most seats
+  that stay. Then they are minimised by branch and bound: first over the real GPUs (bound:
+  seats whose current GPU is full, and the fewest that must leave an over-full one), then, if
+  that runs long, over GPUs up to symmetry, where each complete packing is mapped onto the
+  real GPUs by a maximum-weight assignment (Hungarian method) of seats that stay.
 
-A node budget keeps pathological inputs from running forever: when it is spent the best
-assignment found so far is returned with ``optimal: False``. Nothing here reads a clock, so the
-answer depends only on the input.
+The search is anytime within a budget of steps (a node of a larger host counts several, so the
+budget keeps to about the same time): the worst spare may use a share of it when some seat
+runs somewhere now, the moves get the rest. When it is spent the best assignment found is
+returned with ``optimal: False`` and ``bound_mib``, the certified bound. Nothing here reads a
+clock, so the answer depends only on the input and the budget.
 """
 
 from __future__ import annotations
