@@ -66,7 +66,7 @@ def test_a_dry_run_shows_the_diff_and_touches_nothing(twin_inventory, tmp_path):
     proc = rebalance(hosts, twin_inventory, tmp_path / "report", "--check", "--diff")
     assert "-SEAT_MAX_MODEL_LEN='32768'" in proc.stdout
     assert "+SEAT_MAX_MODEL_LEN='16384'" in proc.stdout
-    assert "boot waves (one seat per GPU each): alpha" in proc.stdout
+    assert "boot order (one seat at a time per GPU, the GPUs side by side): alpha" in proc.stdout
     assert report_of(tmp_path / "report")["hosts"]["twin1"]["status"] == "planned"
     for host in ("twin1", "twin2"):
         assert state(host) == before[host], "a dry run changed %s" % host

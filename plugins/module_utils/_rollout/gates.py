@@ -14,6 +14,7 @@ endpoints and log for them.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
@@ -143,6 +144,8 @@ class SeatHost:
     def __init__(self, docker, address="127.0.0.1", api_key=None, health_timeout=HEALTH_TIMEOUT_S,
                  health_interval=HEALTH_INTERVAL_S, runtime_probe=False, runtime_probe_fraction=0.9):
         self.docker = docker
+        # set when a boot elsewhere on the host failed: waiting on this one is pointless
+        self.abandon = threading.Event()
         self.address = address
         self.api_key = api_key
         self.health_timeout = health_timeout
@@ -164,10 +167,11 @@ class SeatHost:
 
     def wait_healthy(self, seat):
         """Poll the health path until 200, the timeout, or the container stops or restarts: with
-        ``restart: always`` a seat that dies at boot comes back, and would die again."""
+        ``restart: always`` a seat that dies at boot comes back, and would die again. When the boot
+        is abandoned, returns at once with no status."""
         client, path = self.client(seat), seat.get("health_path", "/health")
         started = time.time()
-        while True:
+        while not self.abandon.is_set():
             try:
                 status = client.call("GET", path)[0]
             except Unreachable:
@@ -179,14 +183,22 @@ class SeatHost:
             state = inspect.get("State", {})
             if not state.get("Running") or state.get("Restarting") or inspect.get("RestartCount"):
                 return status, waited
-            time.sleep(min(self.health_interval, max(self.health_timeout - waited, 0.1)))
+            self.abandon.wait(min(self.health_interval, max(self.health_timeout - waited, 0.1)))
+        return None, time.time() - started
+
+
+def boot_gates(host, seat):
+    """Every seat's gates after its boot, then its engine's; and the seconds its health took to
+    answer 200 (None when it did not)."""
+    status, waited = host.wait_healthy(seat)
+    gates = [host.container_gate(seat), health_gate(seat, status, waited, host.health_timeout)]
+    gates += engine_of(seat).after_boot_gates(seat, host, status == 200)
+    return gates, waited if status == 200 else None
 
 
 def after_boot(host, seat):
     """Every seat's gates after its boot, then its engine's."""
-    status, waited = host.wait_healthy(seat)
-    gates = [host.container_gate(seat), health_gate(seat, status, waited, host.health_timeout)]
-    return gates + engine_of(seat).after_boot_gates(seat, host, status == 200)
+    return boot_gates(host, seat)[0]
 
 
 def run_gates(phase, seats=(), cards=None, plan_gpus=(), gpus=(), margin_mib=MARGIN_MIB,

@@ -334,6 +334,7 @@ def report_markdown(report):
             lines.append("none ran")
         lines += ["", "### What was done", ""]
         lines += ["- %s" % action for action in section.get("actions") or []] or ["nothing"]
+        lines += _boots_markdown(section.get("boots") or {})
         rollback = section.get("rollback") or {}
         if rollback:
             lines += ["", "### Rollback: %s" % ("complete, the host is as it was" if rollback.get("complete")
@@ -362,6 +363,25 @@ def report_markdown(report):
                         gpu["index"], _mib(gpu["memory_used_mib"]), _mib(gpu["memory_free_mib"]),
                         holders or "-"))
     return "\n".join(lines) + "\n"
+
+
+def _boots_markdown(boots):
+    """Each seat's own boot seconds, and the boots' wall time beside their floor (the busiest
+    GPU's boots one after another)."""
+    if not boots.get("seats"):
+        return []
+    floor = boots["floor_s"]
+    lines = ["", "### Boots", "",
+             "%s s from the first start to the last seat done; the floor, the busiest GPU's boots "
+             "one after another, is %s s%s." % (
+                 boots["elapsed_s"], floor,
+                 " (%.2f x the floor)" % (boots["elapsed_s"] / floor) if floor else ""),
+             "", "| seat | GPUs | after | started at s | boot s | outcome |", "|---|---|---|---|---|---|"]
+    for boot in boots["seats"]:
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            boot["seat"], ", ".join(gpu[:12] for gpu in boot["gpus"]), ", ".join(boot["after"]) or "-",
+            _cell(boot["started_s"]), _cell(boot["boot_s"]), boot["outcome"]))
+    return lines
 
 
 def _cell(value):

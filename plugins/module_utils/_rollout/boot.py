@@ -1,0 +1,217 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Booting a host's changed seats at the floor. Each GPU boots its seats one at a time, in the
+order of the boot waves (largest footprint first), and the GPUs boot side by side: a seat starts
+as soon as the seat before it on each of its GPUs has booted and passed its gates, not when a
+whole wave has. So a window lasts about as long as its busiest GPU's boots one after another,
+the floor, and no two seats ever co-boot on one card.
+
+Every seat is gated before its start (free memory on its GPUs, read just then), after its boot
+(container, health, the engine's own gates) and on its GPUs' free memory after. The first
+failed gate abandons the boots still under way and starts no further seat; the rollback puts
+the host back.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import read_cards
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
+    SEAT_GATES_SPEC,
+    GateInputError,
+    SeatHost,
+    before_start,
+    boot_gates,
+    memory_gates,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import DEFAULT_RUNTIME, run_seat
+
+# The cards a boot reads must be read now: a snapshot would gate on memory of another day.
+LIVE_SOURCES = ("auto", "nvml", "nvidia-smi")
+
+READY, FAILED, ABANDONED, NOT_STARTED = "ready", "failed", "abandoned", "not started"
+
+
+def boot_after(waves, seats):
+    """``{seat: [the seats it waits for]}``: on each of its GPUs, the seat booted last before it
+    there, in wave order."""
+    gpus_of = {seat["name"]: seat["gpus"] for seat in seats}
+    last_on, after = {}, {}
+    for wave in waves:
+        for name in wave:
+            after[name] = sorted({last_on[gpu] for gpu in gpus_of[name] if gpu in last_on})
+        for name in wave:
+            for gpu in gpus_of[name]:
+                last_on[gpu] = name
+    return after
+
+
+def floor_s(boots):
+    """The busiest GPU's boot seconds, one seat after another: no window that boots one seat at a
+    time per GPU can be shorter."""
+    per_gpu = {}
+    for boot in boots:
+        for gpu in boot["gpus"]:
+            per_gpu[gpu] = per_gpu.get(gpu, 0.0) + (boot["boot_s"] or 0.0)
+    return max(per_gpu.values(), default=0.0)
+
+
+class Booter:
+    """Boots the seats of ``waves``. ``start(seat)`` starts one and returns a problem or None,
+    ``read_cards()`` is gpu_info's reading, ``host`` a gates.SeatHost whose ``abandon`` event
+    this sets when a seat fails."""
+
+    def __init__(self, seats, waves, start, read_cards, host, plan_gpus, margin_mib, tolerance_mib,
+                 clock=time.monotonic):
+        by_name = {seat["name"]: seat for seat in seats}
+        self.order = [by_name[name] for wave in waves for name in wave]
+        self.after = boot_after(waves, self.order)
+        self.start, self.read_cards, self.host = start, read_cards, host
+        self.plan_gpus, self.margin_mib, self.tolerance_mib = plan_gpus, margin_mib, tolerance_mib
+        self.clock = clock
+        self.abandon = host.abandon
+        self.booted = {seat["name"]: threading.Event() for seat in self.order}
+        self.cards_lock = threading.Lock()
+        self.gates = {seat["name"]: [] for seat in self.order}
+        self.boots = {seat["name"]: {"seat": seat["name"], "gpus": seat["gpus"],
+                                     "after": self.after[seat["name"]], "started_s": None,
+                                     "boot_s": None, "outcome": NOT_STARTED} for seat in self.order}
+        self.problems = []
+        self.bugs = []
+        self.began = None
+
+    def run(self):
+        """``{gates, boots, actions, elapsed_s, floor_s, failed}``; ``failed`` names every failed
+        gate, or is None."""
+        self.began = self.clock()
+        threads = [threading.Thread(target=self._boot, args=(seat,), daemon=True) for seat in self.order]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if self.bugs:
+            raise self.bugs[0]
+        elapsed = self.clock() - self.began
+        gates = [g for seat in self.order for g in self.gates[seat["name"]]]
+        boots = [self.boots[seat["name"]] for seat in self.order]
+        message = None
+        if failed(gates) or self.problems:
+            message = "; ".join(self.problems + (["gate failed: %s" % summary(gates)] if failed(gates) else []))
+        return {"gates": gates, "boots": boots, "actions": [_action(boot) for boot in boots],
+                "elapsed_s": round(elapsed, 1), "floor_s": round(floor_s(boots), 1),
+                "failed": message}
+
+    def _cards(self):
+        with self.cards_lock:
+            return self.read_cards()
+
+    def _boot(self, seat):
+        name = seat["name"]
+        try:
+            for before in self.after[name]:
+                self.booted[before].wait()
+            if not self.abandon.is_set():
+                self._gated_boot(seat)
+        except EXPECTED as exc:  # one line in the report, then the rollback
+            self.problems.append("seat %s: %s" % (name, exc))
+            self.boots[name]["outcome"] = FAILED
+            self.abandon.set()
+        except BaseException as exc:  # a bug: stop the others, then raise it where run() was called
+            self.bugs.append(exc)
+            self.abandon.set()
+        finally:
+            self.booted[name].set()
+
+    def _gated_boot(self, seat):
+        name = seat["name"]
+        boot = self.boots[name]
+        gates = before_start(seat, self._cards(), self.margin_mib)
+        self.gates[name].extend(gates)
+        if failed(gates):
+            boot["outcome"] = FAILED
+            self.abandon.set()
+            return
+        started = self.clock()
+        boot["started_s"] = round(started - self.began, 1)
+        problem = self.start(seat)
+        up = self.clock()
+        if problem:
+            self.gates[name].append(gate(name, "runtime_start", False, problem, "started",
+                                         "the runtime could not start it: %s" % problem))
+            boot["outcome"] = FAILED
+            self.abandon.set()
+            return
+        gates, healthy_after = boot_gates(self.host, seat)
+        if healthy_after is None and self.abandon.is_set():
+            boot["outcome"] = ABANDONED  # another seat failed while this one booted
+            return
+        if healthy_after is not None:
+            boot["boot_s"] = round(up - started + healthy_after, 1)
+        gates += memory_gates(self.plan_gpus, self._cards(), set(seat["gpus"]), self.margin_mib,
+                              self.tolerance_mib, "boot")
+        self.gates[name].extend(gates)
+        boot["outcome"] = FAILED if failed(gates) else READY
+        if failed(gates):
+            self.abandon.set()
+
+
+def _action(boot):
+    if boot["outcome"] == READY:
+        return "booted: %s in %.1f s%s" % (boot["seat"], boot["boot_s"], (
+            " (after %s)" % ", ".join(boot["after"]) if boot["after"] else ""))
+    if boot["outcome"] == ABANDONED:
+        return "boot abandoned: %s (another seat failed while it booted)" % boot["seat"]
+    if boot["outcome"] == NOT_STARTED:
+        return "not started: %s (a seat before it failed)" % boot["seat"]
+    if boot["started_s"] is None:
+        return "not started: %s (its gate before the start failed)" % boot["seat"]
+    return "boot failed: %s" % boot["seat"]
+
+
+SEAT_BOOT_SPEC = {
+    "seats": {"type": "list", "elements": "dict", "required": True},
+    "waves": {"type": "list", "elements": "list", "required": True},
+    "root": {"type": "path", "required": True},
+    "runtimes": {"type": "dict", "default": {}},
+    "gpu_source": {"type": "str", "default": "auto", "choices": list(LIVE_SOURCES)},
+}
+SEAT_BOOT_SPEC.update({key: SEAT_GATES_SPEC[key] for key in (
+    "plan_gpus", "margin_mib", "tolerance_mib", "health_timeout", "health_interval", "runtime_probe",
+    "runtime_probe_fraction", "address", "api_key", "docker_host")})
+
+
+def seat_boot(params, docker, check_mode=False):
+    """The seat_boot module's result for its validated ``params``."""
+    try:
+        booter = Booter(
+            params["seats"], params["waves"],
+            lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",
+                                  os.path.join(params["root"], seat["name"]), docker)[1],
+            lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
+            SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
+                     params["health_interval"], params["runtime_probe"],
+                     params["runtime_probe_fraction"]),
+            params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
+    except (KeyError, TypeError) as exc:
+        raise GateInputError("seats/waves: expected a plan's seats and the rebalance_steps waves "
+                             "over them, missing or malformed %s" % exc) from None
+    if check_mode:
+        boots = [booter.boots[seat["name"]] for seat in booter.order]
+        return {"changed": bool(boots), "gates": [], "boots": boots, "actions": [],
+                "elapsed_s": 0.0, "floor_s": 0.0}
+    result = booter.run()
+    message = result.pop("failed")
+    result["changed"] = any(boot["started_s"] is not None for boot in result["boots"])
+    if message:
+        result.update(failed=True, msg=message)
+    return result
