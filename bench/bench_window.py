@@ -1,13 +1,20 @@
-"""Print how long an unchanged maintenance window takes on a three-host fleet twin.
+"""Print how long a window that boots every seat takes beside its floor, and how long an
+unchanged window takes, on a three-host fleet twin.
 
-    sudo python bench/bench_window.py [--instance 6]
+    sudo python bench/bench_window.py [--instance 6] [--boot-seconds 30,12,24,18]
 
 The twin fleet of the rebalance tests (tests/integration/fleets/twin-pair) plus a third host
-like its second is brought up on this machine, deployed by a first rebalance, then rebalanced
-again with nothing changed: the figure is that second run's wall seconds, with the tasks each
-host changed (on the controller: its plan and report files) and whether any seat was restarted
-(every container's start time before and after).
-The target is at most 20 s with nothing restarted. The twin goes down however the script ends.
+like its second is brought up on this machine. Each vLLM seat's stand-in takes its own boot
+seconds (cycling through --boot-seconds, as real seats differ). Two figures:
+
+- the first rebalance boots every seat: its wall seconds beside the floor, the busiest GPU's
+  boots one after another (from the seats' own boot times in the report), per host and for the
+  window; the target is at most 1.15 x the floor;
+- a second rebalance with nothing changed: its wall seconds, the tasks each host changed (on
+  the controller: its plan and report files) and whether any seat was restarted (every
+  container's start time before and after); the target is at most 20 s with nothing restarted.
+
+The twin goes down however the script ends.
 """
 
 from __future__ import annotations
@@ -34,14 +41,25 @@ STARTED = ("docker ps --quiet | xargs --no-run-if-empty docker inspect "
            "--format {% raw %}'{{.Name}} {{.State.StartedAt}}'{% endraw %}")
 
 
-def trio(root: Path) -> tuple[Path, Path]:
-    """The pair's fleet with a third host like the second (its own GPUs and seat names)."""
+def trio(root: Path, boot_seconds: list[float]) -> tuple[Path, Path]:
+    """The pair's fleet with a third host like the second (its own GPUs and seat names), each
+    vLLM seat booting in its own time."""
     shutil.copytree(PAIR, root, dirs_exist_ok=True)
     text = (PAIR / "host_vars" / "twin2.yml").read_text().replace("GPU-7a1c0002", "GPU-7a1c0003")
     third = yaml.safe_load(text)
     for seat, name in zip(third["llmfleet_seats"], ("zeta", "eta", "theta", "iota")):
         seat["name"], seat["served_model_names"] = name, [name]
     (root / "host_vars" / "twin3.yml").write_text(yaml.safe_dump(third, sort_keys=False))
+    count = 0
+    for host in ("twin1", "twin2", "twin3"):
+        path = root / "host_vars" / ("%s.yml" % host)
+        host_vars = yaml.safe_load(path.read_text())
+        for seat in host_vars["llmfleet_seats"]:
+            if seat["engine"] == "vllm":
+                seconds = boot_seconds[count % len(boot_seconds)]
+                seat.setdefault("environment", {})["FAKE_VLLM_BOOT_DELAY_S"] = str(seconds)
+                count += 1
+        path.write_text(yaml.safe_dump(host_vars, sort_keys=False))
     hosts = yaml.safe_load((PAIR / "hosts.yml").read_text())
     hosts["gpu_hosts"]["hosts"]["twin3"] = None
     (root / "hosts.yml").write_text(yaml.safe_dump(hosts))
@@ -64,27 +82,46 @@ def started(env, hosts, inventory):
     return sorted(line for line in out.splitlines() if line.startswith("/"))
 
 
+def boots(report_dir: Path) -> dict:
+    """Per host, the boots' seconds and their floor, from the window's report."""
+    report = json.loads((report_dir / "report.json").read_text())
+    return {host: section["boots"] for host, section in sorted(report["hosts"].items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instance", default="6", help="the twin instance to use (tests use 1 to 5)")
+    parser.add_argument("--boot-seconds", default="30,12,24,18",
+                        help="the vLLM seats' boot seconds, in turn (default %(default)s)")
     args = parser.parse_args()
+    boot_seconds = [float(value) for value in args.boot_seconds.split(",")]
     env = dict(os.environ, LLMFLEET_TWIN_INSTANCE=args.instance, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=str(REPO / ".build" / "collections"),
                PATH="%s:%s" % (BIN, os.environ.get("PATH", "")), LLMFLEET_TWIN_OWNER=str(os.getpid()))
     with tempfile.TemporaryDirectory(prefix="llmfleet-bench-window-") as tmp:
-        hosts, spec = trio(Path(tmp) / "fleet")
+        hosts, spec = trio(Path(tmp) / "fleet", boot_seconds)
         inventory = run(env, TWIN, "up", "--spec", spec).stdout.strip().splitlines()[-1]
         try:
             run(env, BIN / "ansible-playbook", "-i", hosts, "-i", inventory, PAIR / "prepare.yml")
             rebalance = [BIN / "ansible-playbook", "-i", hosts, "-i", inventory, REPO / "playbooks" / "rebalance.yml"]
+            begun = time.monotonic()
             run(env, *rebalance, "-e", "llmfleet_report_dir=%s/first" % tmp)
+            deploy_seconds = time.monotonic() - begun
+            booted = boots(Path(tmp) / "first")
             before = started(env, hosts, inventory)
             begun = time.monotonic()
-            again = run(env, *rebalance, "-e", "llmfleet_report_dir=%s/first" % tmp)
+            again = run(env, *rebalance, "-e", "llmfleet_report_dir=%s/again" % tmp)
             seconds = time.monotonic() - begun
             after = started(env, hosts, inventory)
         finally:
             run(env, TWIN, "down", check=False)
+    floor = max(host["floor_s"] for host in booted.values())
+    print("window booting every seat, 3 hosts: %.1f s, floor %.1f s: %.2f x the floor (target 1.15)"
+          % (deploy_seconds, floor, deploy_seconds / floor))
+    for host, record in booted.items():
+        print("  %s: boots %.1f s, floor %.1f s (%.2f x); seats %s" % (
+            host, record["elapsed_s"], record["floor_s"], record["elapsed_s"] / record["floor_s"],
+            ", ".join("%s %.1f s" % (boot["seat"], boot["boot_s"]) for boot in record["seats"])))
     changed = dict(re.findall(r"^(twin\d)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M))
     print("unchanged window, 3 hosts: %.1f s (target 20 s)" % seconds)
     print("tasks changed per host: %s (the plan and report files on the controller)" % ", ".join(

@@ -65,3 +65,19 @@ def test_the_window_svg_shows_what_the_cards_held_after_it_beside_the_plan():
     assert "measured after the window: not ours 560 | alpha 30,600 | asr 3,840 | free 46,559 MiB" in svg
     assert "measured after the window: not read" in plan_svg(PLAN, measured=[])
     assert "measured" not in plan_svg(PLAN), "a plan alone shows the plan"
+
+
+def test_the_boots_show_each_seats_seconds_beside_the_floor(tmp_path):
+    boots = {"elapsed_s": 66.0, "floor_s": 60.0, "seats": [
+        {"seat": "coder", "gpus": ["GPU-a"], "after": [], "started_s": 0.0, "boot_s": 40.0, "outcome": "ready"},
+        {"seat": "voices", "gpus": ["GPU-b"], "after": [], "started_s": 0.0, "boot_s": 30.0, "outcome": "ready"},
+        {"seat": "small", "gpus": ["GPU-a"], "after": ["coder"], "started_s": 41.0, "boot_s": 20.0,
+         "outcome": "ready"},
+        {"seat": "late", "gpus": ["GPU-b"], "after": ["voices"], "started_s": None, "boot_s": None,
+         "outcome": "not started"}]}
+    write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, boots=boots), False, False)
+    markdown = (tmp_path / "report.md").read_text()
+    assert ("66.0 s from the first start to the last seat done; the floor, the busiest GPU's boots "
+            "one after another, is 60.0 s (1.10 x the floor).") in markdown
+    assert "| small | GPU-a | coder | 41.0 | 20.0 | ready |" in markdown
+    assert "| late | GPU-b | voices | - | - | not started |" in markdown
