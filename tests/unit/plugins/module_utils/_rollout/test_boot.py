@@ -62,7 +62,7 @@ class Host:
 
 
 def _booter(host, seats, waves, cards=_cards):
-    return _boot.Booter(seats, waves, lambda seat: host.start(seat), cards, host, [], 512, 512)
+    return _boot.Booter(seats, waves, host.start, cards, host, [], 512, 512)
 
 
 def _run(booter):
