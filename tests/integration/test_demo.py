@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -27,6 +28,10 @@ def _take_down_what_is_left() -> bool:
     return left
 
 
+def _section(report_dir):
+    return json.loads((report_dir / "report.json").read_text())["hosts"]["fv-ml1"]
+
+
 def test_make_demo_rehearses_the_fv_ml1_window(tmp_path):
     need_root_and("ip", "dockerd")
     try:
@@ -36,22 +41,48 @@ def test_make_demo_rehearses_the_fv_ml1_window(tmp_path):
         left_up = _take_down_what_is_left()
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     assert not left_up, "the demo left its twin up"
-    assert "Dry run: the plan and every file diff" in proc.stdout
-    assert "| fv-ml1 | **applied** |" in proc.stdout
-    assert "| fv-ml1 | **unchanged** |" in proc.stdout, "the second run changes nothing"
+    out = proc.stdout
 
-    window = json.loads((tmp_path / "window" / "report.json").read_text())["hosts"]["fv-ml1"]
+    # before: util-sized seats, each with the KV its card had free when it booted
+    lottery = re.findall(r"^([a-z-]+) \| ([0-9.]+) \| ([0-9]+) \| ([0-9.]+)$", out, re.M)
+    assert sorted(name for name, *_ in lottery) == [
+        "coder", "cyberprev", "erp-seat", "gen-small", "intern-decision", "meromero-rp", "voices"]
+    assert all(float(gib) > 0 for _name, gib, _tokens, _conc in lottery)
+
+    # the plan starts from where the seats run, and moves some of them
+    window = _section(tmp_path / "window")
+    assert window["plan"]["moves"], "a rebalance, not a first deployment: seats move"
+    assert set(window["plan"]["moves"]) <= set(window["changed_seats"])
+
+    # the window: every gate passed, every replaced file kept as a dated backup
     assert window["status"] == "applied" and all(g["ok"] for g in window["gates"])
-    plan = {seat["name"]: seat for seat in window["plan"]["seats"]}
-    assert len(plan) == 9
+    assert len(window["backups"]) == 2 * 7 + 2, "each vLLM seat's .env and compose.yaml, each tenant's compose.yaml"
+    assert all(re.search(r"/srv/compose/[a-z-]+/(\.env|compose\.yaml)\.bak-\d{8}-rebal$", path)
+               for path in window["backups"])
+    assert any(action.startswith("stopped first (moves or shrinks): ") for action in window["actions"])
+    assert "| fv-ml1 | **applied** |" in out
+    seats = {seat["name"]: seat for seat in window["plan"]["seats"]}
     tokens = {g["seat"]: g["measured"] for g in window["gates"] if g["gate"] == "kv_cache_tokens"}
-    assert tokens["meromero-rp"] == plan["meromero-rp"]["kv_cache_tokens"], \
+    assert tokens["meromero-rp"] == seats["meromero-rp"]["kv_cache_tokens"], \
         "the seat's boot log prints the tokens the plan computed for its pinned 22 GiB"
-    assert plan["parakeet-nemo"]["gpu_indices"] == [0], "parakeet stays on GPU 0"
-    assert all(3 not in seat["gpu_indices"] for seat in plan.values()), "GPU 3 stays clear"
+    assert seats["parakeet-nemo"]["gpu_indices"] == [0], "parakeet stays on GPU 0"
+    assert all(3 not in seat["gpu_indices"] for seat in seats.values()), "GPU 3 stays clear"
+    assert re.search(r"\d+ s +fv-ml1 vllm-[a-z-]+: running \(health: starting\)", out), "progress while it boots"
+    assert (tmp_path / "window" / "fv-ml1.svg").read_text().startswith("<svg")
     dry = json.loads((tmp_path / "dry-run" / "report.json").read_text())
     assert dry["check_mode"] and dry["hosts"]["fv-ml1"]["status"] == "planned"
-    assert (tmp_path / "window" / "fv-ml1.svg").read_text().startswith("<svg")
+
+    # a second run changes nothing
+    assert _section(tmp_path / "again")["status"] == "unchanged"
+    assert re.search(r"^fv-ml1 +: ok=\d+ +changed=0 ", out, re.M)
+
+    # the faulty window is rolled back to what the window left, file by file
+    fault = _section(tmp_path / "fault")
+    assert fault["status"] == "rolled_back" and fault["rollback"]["complete"]
+    failed = {(g["seat"], g["gate"]) for g in fault["gates"] if not g["ok"]}
+    assert ("voices", "container_running") in failed and {seat for seat, _gate in failed} == {"voices"}
+    assert {entry["seat"] for entry in fault["rollback"]["files"] if entry["state"] != "as before"} == {"voices"}
+    assert all(entry["ok"] for entry in fault["rollback"]["files"] + fault["rollback"]["seats"])
 
 
 def test_a_demo_stopped_half_way_takes_its_twin_down(tmp_path):

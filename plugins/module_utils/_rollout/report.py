@@ -371,11 +371,14 @@ def _boots_markdown(boots):
     if not boots.get("seats"):
         return []
     floor = boots["floor_s"]
-    lines = ["", "### Boots", "",
-             "%s s from the first start to the last seat done; the floor, the busiest GPU's boots "
-             "one after another, is %s s%s." % (
-                 boots["elapsed_s"], floor,
-                 " (%.2f x the floor)" % (boots["elapsed_s"] / floor) if floor else ""),
+    if floor:
+        timing = ("%s s from the first start to the last seat done; the floor, the busiest GPU's "
+                  "boots one after another, is %s s (%.2f x the floor)."
+                  % (boots["elapsed_s"], floor, boots["elapsed_s"] / floor))
+    else:
+        timing = "%s s from the first start until the boots stopped; no seat finished its boot." % (
+            boots["elapsed_s"])
+    lines = ["", "### Boots", "", timing,
              "", "| seat | GPUs | after | started at s | boot s | outcome |", "|---|---|---|---|---|---|"]
     for boot in boots["seats"]:
         lines.append("| %s | %s | %s | %s | %s | %s |" % (

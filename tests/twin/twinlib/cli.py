@@ -64,6 +64,8 @@ def main(argv: list | None = None) -> int:
                     help="the process whose twin this is (default: $LLMFLEET_TWIN_OWNER): once it "
                          "is gone, the next `up` removes the twin as leftovers")
     commands.add_parser("down", help="remove everything the twin made")
+    watch = commands.add_parser("watch", help="print each container's state as it changes, until stopped")
+    watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between looks")
     status = commands.add_parser("status", help="hosts, daemons, GPUs and containers")
     status.add_argument("--json", action="store_true", help="machine-readable")
     execute = commands.add_parser("exec", help="run a command on a host (its network and files)")
@@ -85,6 +87,12 @@ def main(argv: list | None = None) -> int:
             print(fleet.up(fleet_spec, args.owner))
         elif args.command == "down":
             fleet.down()
+        elif args.command == "watch":
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            try:
+                fleet.watch(args.interval)
+            except KeyboardInterrupt:
+                pass
         elif args.command == "status":
             report = fleet.status()
             print(json.dumps(report, indent=1) if args.json else fleet.format_status(report))

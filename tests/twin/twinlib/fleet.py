@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -334,6 +335,38 @@ def format_status(report: dict) -> str:
                 "  compose %s/%s" % (compose, labels.get("com.docker.compose.service"))
                 if compose else ""))
     return "\n".join(lines)
+
+
+_RECREATING = re.compile(r"\A[0-9a-f]{12}_")
+
+
+def seat_states() -> dict:
+    """``{(host, container): "running (healthy)" | "exited" | ...}`` of every container."""
+    record = live_record()
+    states = {}
+    for host in _hosts(record) if record else []:
+        for container in host.containers() if alive(host.pids.get("dockerd")) else []:
+            if _RECREATING.match(container["Names"]):
+                continue  # compose's stand-in name while it recreates a container
+            health = re.search(r"\((healthy|unhealthy|health: starting)\)", container.get("Status", ""))
+            states[(host.name, container["Names"])] = container["State"] + (
+                " (%s)" % health.group(1) if health else "")
+    return states
+
+
+def watch(interval: float = 2.0, out=None) -> None:
+    """Print a line, with the seconds since the start, whenever a container appears, changes
+    state or goes, until stopped: the progress of a window whose tasks print only when done."""
+    out = out or sys.stdout
+    began, before = time.monotonic(), seat_states()
+    while True:
+        time.sleep(interval)
+        now = seat_states()
+        for key in sorted(set(before) | set(now)):
+            if before.get(key) != now.get(key):
+                print("  %4.0f s  %s %s: %s" % (time.monotonic() - began, key[0], key[1],
+                                                now.get(key, "gone")), file=out, flush=True)
+        before = now
 
 
 # -- reaching into a host --

@@ -81,3 +81,9 @@ def test_the_boots_show_each_seats_seconds_beside_the_floor(tmp_path):
             "one after another, is 60.0 s (1.10 x the floor).") in markdown
     assert "| small | GPU-a | coder | 41.0 | 20.0 | ready |" in markdown
     assert "| late | GPU-b | voices | - | - | not started |" in markdown
+
+    failed = {"elapsed_s": 4.0, "floor_s": 0.0, "seats": [
+        {"seat": "voices", "gpus": ["GPU-a"], "after": [], "started_s": 0.0, "boot_s": None, "outcome": "failed"}]}
+    write_report(str(tmp_path), "run-2", "twin1", dict(SECTION, boots=failed), False, False)
+    assert "4.0 s from the first start until the boots stopped; no seat finished its boot." in (
+        tmp_path / "report.md").read_text()
