@@ -45,12 +45,16 @@ def test_make_demo_rehearses_the_fv_ml1_window(tmp_path):
 
     # before: util-sized seats, each with the KV its card had free when it booted
     lottery = re.findall(r"^([a-z-]+) \| ([0-9.]+) \| ([0-9]+) \| ([0-9.]+)$", out, re.M)
-    assert sorted(name for name, *_ in lottery) == [
+    assert sorted(row[0] for row in lottery) == [
         "coder", "cyberprev", "erp-seat", "gen-small", "intern-decision", "meromero-rp", "voices"]
     assert all(float(gib) > 0 for _name, gib, _tokens, _conc in lottery)
 
-    # the plan starts from where the seats run, and moves some of them
+    # the window's plan: the one `make plan` prints (the recorded plateau), from where the seats
+    # run, with seats that move
     window = _section(tmp_path / "window")
+    planned = json.loads((tmp_path / "plan" / "fv-ml1-plan.json").read_text())
+    assert (window["plan"]["worst_spare_mib"], window["plan"]["moves"]) == (
+        planned["worst_spare_mib"], planned["moves"])
     assert window["plan"]["moves"], "a rebalance, not a first deployment: seats move"
     assert set(window["plan"]["moves"]) <= set(window["changed_seats"])
 

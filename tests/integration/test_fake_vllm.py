@@ -245,6 +245,20 @@ def test_pinned_boot_logs_vllms_lines_in_order_and_holds_its_memory(gpus, seats,
     lines_in_order(seat.output, "INFO:     Shutting down", "INFO:     Finished server process")
 
 
+def test_the_twin_hosts_knobs_file_sets_a_seats_defaults_under_its_own_environment(gpus, seats, models):
+    """seats.json beside the driver's socket: per first served name, the knobs a seat gets
+    unless its own environment sets them (how make demo gives each stand-in the overhead the
+    recorded plateau measured)."""
+    knobs = {"gen-small": {"FAKE_VLLM_CUDA_GRAPH_MIB": 0, "FAKE_VLLM_RUNTIME_OVERHEAD_MIB": 36,
+                           "FAKE_VLLM_ACTIVATION_MIB": 0, "FAKE_VLLM_WEIGHTS_BYTES": "1GiB"},
+             "someone-else": {"FAKE_VLLM_RUNTIME_OVERHEAD_MIB": 9999}}
+    (Path(gpus.socket).parent / "seats.json").write_text(json.dumps(knobs))
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_WEIGHTS_BYTES": "16GiB"})
+    # context 512 + weights 16,384 (its environment wins) + KV 8,190 + runtime 36 from the file
+    assert gpus.processes(GPU0)[0]["used_mib"] == 512 + 16384 + 8190 + 36
+    seat.close()
+
+
 def test_health_is_503_until_the_engine_is_ready(seats, models):
     seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_BOOT_DELAY_S": "1.5"},
                  wait=False)

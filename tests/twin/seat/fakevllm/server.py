@@ -23,7 +23,7 @@ from . import VERSION, cli
 from .chat import Generation, RequestError, prompt_tokens
 from .engine import Settings, start_engine
 from .gpu import Driver, NoDevice
-from .knobs import KnobError, Knobs
+from .knobs import KnobError, Knobs, seat_environment
 from .kv import Layout, NotModelled
 from .logs import Logger, stderr, stdout, traceback_text
 from .model import Model, ModelError
@@ -597,7 +597,7 @@ def main(argv=None) -> int:
                           'raise TypeError("Error: --enable-auto-tool-choice requires --tool-call-parser")')],
                         "TypeError: %s" % exc)
     try:
-        knobs = Knobs()
+        knobs = Knobs(seat_environment((args.served_model_name or [args.model])[0]))
     except KnobError as exc:
         stderr("fake vLLM: %s" % exc)
         return 2
