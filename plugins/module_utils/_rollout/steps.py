@@ -12,7 +12,9 @@ is free before anything boots. Every seat whose files changed, or that should ru
 then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on each of its
 GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where vLLM's
 profile charges a neighbour's memory to the wrong seat. Within a GPU the largest
-footprint boots first: if something does not fit, it fails before the small seats move.
+footprint boots first: if something does not fit, it fails before the small seats move. The
+waves are an order, not a barrier: ``boot`` starts each seat as soon as the seat before it on
+each of its GPUs is up.
 """
 
 from __future__ import annotations
