@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -84,6 +85,17 @@ def started(env, hosts, inventory):
     return sorted(line for line in out.splitlines() if line.startswith("/"))
 
 
+def boot_seconds_list(text: str) -> list[float]:
+    """--boot-seconds: finite, non-negative seconds, comma-separated."""
+    try:
+        values = [float(value) for value in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected seconds separated by commas, got %r" % text) from None
+    if not all(math.isfinite(value) and value >= 0 for value in values):
+        raise argparse.ArgumentTypeError("expected finite, non-negative seconds, got %r" % text)
+    return values
+
+
 def boots(report_dir: Path) -> dict:
     """Per host, the boots' seconds and their floor, from the window's report."""
     report = json.loads((report_dir / "report.json").read_text())
@@ -93,12 +105,12 @@ def boots(report_dir: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instance", default="6", help="the twin instance to use (tests use 1 to 5)")
-    parser.add_argument("--boot-seconds", default="82,35,60,45",
+    parser.add_argument("--boot-seconds", default="82,35,60,45", type=boot_seconds_list,
                         help="the vLLM seats' boot seconds, in turn (default %(default)s)")
     parser.add_argument("--serial", type=int, default=3,
                         help="hosts rebalanced at a time, llmfleet_serial (default %(default)s)")
     args = parser.parse_args()
-    boot_seconds = [float(value) for value in args.boot_seconds.split(",")]
+    boot_seconds = args.boot_seconds
     serial = ["-e", "llmfleet_serial=%d" % args.serial]
     env = dict(os.environ, LLMFLEET_TWIN_INSTANCE=args.instance, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=str(REPO / ".build" / "collections"),

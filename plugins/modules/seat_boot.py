@@ -30,6 +30,7 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._seat_gates
 attributes:
   check_mode:
     support: full
@@ -68,45 +69,6 @@ options:
     type: str
     choices: [auto, nvml, nvidia-smi]
     default: auto
-  plan_gpus:
-    description: The plan's C(gpus) entries.
-    type: list
-    elements: dict
-    default: []
-  margin_mib:
-    description: Memory to keep free on a GPU beyond the footprints.
-    type: int
-    default: 512
-  tolerance_mib:
-    description: How far below the plan's predicted spare the measured free memory may be.
-    type: int
-    default: 512
-  health_timeout:
-    description: Seconds to wait for a seat's C(/health) to answer 200.
-    type: int
-    default: 1800
-  health_interval:
-    description: Seconds between C(/health) polls.
-    type: int
-    default: 10
-  runtime_probe:
-    description: After each boot, send one long request (about O(runtime_probe_fraction) of C(max_model_len)).
-    type: bool
-    default: false
-  runtime_probe_fraction:
-    description: The probe's prompt length as a fraction of C(max_model_len).
-    type: float
-    default: 0.9
-  address:
-    description: Where the seats' ports answer, seen from the host the module runs on.
-    type: str
-    default: 127.0.0.1
-  api_key:
-    description: The seats' C(--api-key), if they use one.
-    type: str
-  docker_host:
-    description: The Docker Engine to use; defaults to C(DOCKER_HOST), then the CLI's default.
-    type: str
 requirements:
   - The C(docker) CLI with the compose plugin on the target, and what M(llmfleet.seats.gpu_info)
     needs to read the cards.

@@ -257,6 +257,10 @@ def test_the_twin_hosts_knobs_file_sets_a_seats_defaults_under_its_own_environme
     # context 512 + weights 16,384 (its environment wins) + KV 8,190 + runtime 36 from the file
     assert gpus.processes(GPU0)[0]["used_mib"] == 512 + 16384 + 8190 + 36
     seat.close()
+    (Path(gpus.socket).parent / "seats.json").write_text("[1]")
+    refused = seats(models("qwen3-8b", QWEN3_8B), *PINNED, wait=False)
+    assert refused.wait_exit() == 2
+    assert "seats.json: expected a mapping of served names to knobs" in refused.output
 
 
 def test_health_is_503_until_the_engine_is_ready(seats, models):

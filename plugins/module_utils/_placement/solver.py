@@ -10,6 +10,7 @@ climb on the worst spare, then the fewest moves by branch and bound (see the pac
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement.packer import (
@@ -141,19 +142,23 @@ class Solver:
         their seats) so that the pair's worst spare is as large as it can be; repeat until no
         pair improves. A multi-GPU seat's piece takes part when its seat has no piece on the
         other GPU of the pair. Returns ``where``, changed."""
-        p = self.p
-        load = {pos: 0 for pos in p.usable}
+        return self._pair_by_pair(where, self._rebalance_pair)
+
+    def _pair_by_pair(self, where, improve):
+        """Run ``improve(a, b, where, load)`` on every pair of usable GPUs, round after round,
+        until no pair improves (at most _REBALANCE_ROUNDS rounds); ``where`` changes in place."""
+        load = {pos: 0 for pos in self.p.usable}
         for seat in self.loose:
             for pos in where[seat.name]:
                 load[pos] += seat.need
-        pairs = list(itertools.combinations(p.usable, 2))
+        pairs = list(itertools.combinations(self.p.usable, 2))
         improved = True
         rounds = 0
         while improved and rounds < _REBALANCE_ROUNDS:
             improved = False
             rounds += 1
             for a, b in pairs:
-                if self._rebalance_pair(a, b, where, load):
+                if improve(a, b, where, load):
                     improved = True
         return where
 
@@ -214,22 +219,9 @@ class Solver:
         """Local search on moves: re-split the one-GPU seats of every pair of GPUs so that the
         most of them run where they run now, every GPU keeping ``worst`` spare; repeat until no
         pair improves. Returns ``where``, changed."""
-        load = {pos: 0 for pos in self.p.usable}
-        for seat in self.loose:
-            for pos in where[seat.name]:
-                load[pos] += seat.need
-        pairs = list(itertools.combinations(self.p.usable, 2))
-        improved = True
-        rounds = 0
-        while improved and rounds < _REBALANCE_ROUNDS:
-            improved = False
-            rounds += 1
-            for a, b in pairs:
-                if self._keep_pair(a, b, worst, where, load):
-                    improved = True
-        return where
+        return self._pair_by_pair(where, functools.partial(self._keep_pair, worst))
 
-    def _keep_pair(self, a, b, worst, where, load):
+    def _keep_pair(self, worst, a, b, where, load):
         moving = [seat for seat in self.singles if where[seat.name][0] in (a, b)]
         if not moving or len(moving) > _KEEP_PAIR_SEATS:
             return False

@@ -24,6 +24,7 @@ import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import read_cards
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
@@ -34,7 +35,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates impo
     boot_gates,
     memory_gates,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import DEFAULT_RUNTIME, run_seat
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import DEFAULT_RUNTIME, RUNTIMES, run_seat
 
 # The cards a boot reads must be read now: a snapshot would gate on memory of another day.
 LIVE_SOURCES = ("auto", "nvml", "nvidia-smi")
@@ -123,14 +124,19 @@ class Booter:
             if not self.abandon.is_set():
                 self._gated_boot(seat)
         except EXPECTED as exc:  # one line in the report, then the rollback
-            self.problems.append("seat %s: %s" % (name, exc))
-            self.boots[name]["outcome"] = FAILED
-            self.abandon.set()
+            self._problem(name, str(exc))
+        except (KeyError, TypeError) as exc:  # a seat that is not a plan's, as run_gates says
+            self._problem(name, "expected a seat_plan plan's seat, missing or malformed %s" % exc)
         except BaseException as exc:  # a bug: stop the others, then raise it where run() was called
             self.bugs.append(exc)
             self.abandon.set()
         finally:
             self.booted[name].set()
+
+    def _problem(self, name, text):
+        self.problems.append("seat %s: %s" % (name, text))
+        self.boots[name]["outcome"] = FAILED
+        self.abandon.set()
 
     def _gated_boot(self, seat):
         name = seat["name"]
@@ -190,21 +196,45 @@ SEAT_BOOT_SPEC.update({key: SEAT_GATES_SPEC[key] for key in (
     "runtime_probe_fraction", "address", "api_key", "docker_host")})
 
 
+def _check_input(seats, waves, runtimes):
+    """Refuse, in one line, seats whose names could not name a project directory, waves that
+    name other seats or one seat twice, and runtimes there are none of."""
+    names = set()
+    for index, seat in enumerate(seats):
+        name = seat.get("name") if isinstance(seat, dict) else None
+        if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
+            raise GateInputError("seats[%d].name: expected %s, got %r" % (index, SEAT_NAME_EXPECTED, name))
+        gpus = seat.get("gpus")
+        if not isinstance(gpus, list) or not gpus or not all(isinstance(gpu, str) for gpu in gpus):
+            raise GateInputError("seat %s: gpus: expected a list of GPU UUIDs, got %r" % (name, gpus))
+        names.add(name)
+    booted = set()
+    for index, wave in enumerate(waves):
+        for name in wave:
+            if name not in names:
+                raise GateInputError("waves[%d]: expected names of the seats given (%s), got %r"
+                                     % (index, ", ".join(sorted(names)), name))
+            if name in booted:
+                raise GateInputError("waves[%d]: seat %s boots once, it is listed again" % (index, name))
+            booted.add(name)
+    for name, runtime in runtimes.items():
+        if runtime not in RUNTIMES:
+            raise GateInputError("runtimes: seat %s: expected one of %s, got %r"
+                                 % (name, ", ".join(sorted(RUNTIMES)), runtime))
+
+
 def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
-    try:
-        booter = Booter(
-            params["seats"], params["waves"],
-            lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",
-                                  os.path.join(params["root"], seat["name"]), docker)[1],
-            lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
-            SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
-                     params["health_interval"], params["runtime_probe"],
-                     params["runtime_probe_fraction"]),
-            params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
-    except (KeyError, TypeError) as exc:
-        raise GateInputError("seats/waves: expected a plan's seats and the rebalance_steps waves "
-                             "over them, missing or malformed %s" % exc) from None
+    _check_input(params["seats"], params["waves"], params["runtimes"])
+    booter = Booter(
+        params["seats"], params["waves"],
+        lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",
+                              os.path.join(params["root"], seat["name"]), docker)[1],
+        lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
+        SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
+                 params["health_interval"], params["runtime_probe"],
+                 params["runtime_probe_fraction"]),
+        params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
     if check_mode:
         boots = [booter.boots[seat["name"]] for seat in booter.order]
         return {"changed": bool(boots), "gates": [], "boots": boots, "actions": [],

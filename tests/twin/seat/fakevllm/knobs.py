@@ -33,6 +33,8 @@ def seat_environment(served_name, path=None):
         host = {}
     except ValueError as exc:
         raise KnobError("%s: not JSON: %s" % (path, exc))
+    if not isinstance(host, dict):
+        raise KnobError("%s: expected a mapping of served names to knobs" % path)
     defaults = host.get(served_name) or {}
     if not isinstance(defaults, dict):
         raise KnobError("%s: %s: expected a mapping of knob names to values" % (path, served_name))

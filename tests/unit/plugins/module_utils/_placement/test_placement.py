@@ -369,10 +369,10 @@ def test_the_moves_local_search_keeps_the_worst_spare_and_never_adds_a_move():
         solver = Solver(Problem(gpus, seats, 0), _placement.DEFAULT_NODE_LIMIT)
         where = solver.greedy()
         worst, moves = solver.worst_of(where), solver.moves_of(where)
-        kept = solver.keep_more(worst, {name: list(gpus) for name, gpus in where.items()})
+        kept = solver.keep_more(worst, {name: list(on) for name, on in where.items()})
         assert solver.worst_of(kept) >= worst and solver.moves_of(kept) <= moves
-        assert all(solver.p.seats[0].allowed and any(
-            s.allowed >> pos & 1 for pos in kept[s.name]) for s in solver.loose)
+        assert all(seat.allowed >> kept[seat.name][0] & 1 for seat in solver.singles), \
+            "every seat stays on a GPU it may use"
         fewer += solver.moves_of(kept) < moves
     assert fewer >= 20, "it finds seats that can go back where they run"
 

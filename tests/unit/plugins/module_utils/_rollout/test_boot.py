@@ -158,13 +158,56 @@ def test_an_operators_error_is_one_line_and_stops_the_rest_and_a_bug_is_raised()
     assert [boot["outcome"] for boot in result["boots"]] == ["failed", "not started"]
 
     def buggy_cards():
-        raise KeyError("gpus")
+        raise ZeroDivisionError("a bug")
 
-    with pytest.raises(KeyError):
+    with pytest.raises(ZeroDivisionError):
         _booter(Host(), seats, [["a1"], ["a2"]], buggy_cards).run()
+
+    # a seat without the plan's fields is the input's fault, said in one line
+    result = _booter(Host(), [{"name": "a1", "gpus": ["GPU-a"]}], [["a1"]]).run()
+    assert result["failed"] == ("seat a1: expected a seat_plan plan's seat, missing or malformed "
+                                "'footprint_mib'")
 
 
 def test_the_floor_is_the_busiest_gpus_boots_one_after_another():
     boots = [{"gpus": ["a"], "boot_s": 30.0}, {"gpus": ["a", "b"], "boot_s": 20.0},
              {"gpus": ["b"], "boot_s": 45.0}, {"gpus": ["a"], "boot_s": None}]
     assert _boot.floor_s(boots) == 65.0
+
+
+def _params(**changes):
+    params = {"seats": [_seat("a1", "GPU-a"), _seat("b1", "GPU-b")], "waves": [["a1", "b1"]],
+              "root": "/srv/compose", "runtimes": {}, "gpu_source": "auto", "plan_gpus": [],
+              "margin_mib": 512, "tolerance_mib": 512, "health_timeout": 1, "health_interval": 1,
+              "runtime_probe": False, "runtime_probe_fraction": 0.9, "address": "127.0.0.1",
+              "api_key": None, "docker_host": None}
+    params.update(changes)
+    return params
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"seats": [_seat("../etc", "GPU-a")], "waves": [["../etc"]]},
+     "seats[0].name: expected lowercase letters, digits, '-' or '_', starting with a letter or digit, "
+     "got '../etc'"),
+    ({"seats": [_seat("a1\n", "GPU-a")], "waves": [["a1\n"]]}, "got 'a1\\n'"),
+    ({"seats": [_seat("a1; rm -rf /", "GPU-a")], "waves": [["a1; rm -rf /"]]}, "got 'a1; rm -rf /'"),
+    ({"seats": [7], "waves": []}, "seats[0].name: expected"),
+    ({"seats": [dict(_seat("a1", "GPU-a"), gpus="GPU-a")], "waves": [["a1"]]},
+     "seat a1: gpus: expected a list of GPU UUIDs, got 'GPU-a'"),
+    ({"seats": [dict(_seat("a1", "GPU-a"), gpus=[0])], "waves": [["a1"]]},
+     "seat a1: gpus: expected a list of GPU UUIDs, got [0]"),
+    ({"waves": [["a1"], ["c1"]]}, "waves[1]: expected names of the seats given (a1, b1), got 'c1'"),
+    ({"waves": [["a1"], ["a1", "b1"]]}, "waves[1]: seat a1 boots once, it is listed again"),
+    ({"runtimes": {"a1": "podman"}}, "runtimes: seat a1: expected one of compose, got 'podman'"),
+])
+def test_seat_boot_refuses_input_before_it_starts_anything(changes, message):
+    with pytest.raises(_boot.GateInputError) as refused:
+        _boot.seat_boot(_params(**changes), docker=None)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_seat_boot_in_check_mode_lists_the_order_and_starts_nothing():
+    result = _boot.seat_boot(_params(waves=[["a1"], ["b1"]]), docker=None, check_mode=True)
+    assert result["changed"] and result["gates"] == [] and result["actions"] == []
+    assert [(boot["seat"], boot["outcome"]) for boot in result["boots"]] == [
+        ("a1", "not started"), ("b1", "not started")]
