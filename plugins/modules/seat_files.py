@@ -7,13 +7,19 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: seat_files
-short_description: Write or restore seats' C(.env) and C(compose.yaml) with dated backups
+short_description: Write or restore seats' files (compose project or systemd unit) with dated backups
 version_added: 0.1.0
 description:
-  - With O(state=present), renders a seat's docker compose project (a C(.env) holding the numbers
-    a maintenance window changes, and a C(compose.yaml) that refers to them), validates the pair
-    with C(docker compose config), backs up each file that changes as
-    C(<file>.bak-YYYYMMDD-<tag>) (bytes, mode and owner kept), and replaces it atomically.
+  - With O(state=present), renders a seat's files with its runtime, validates them, backs up each
+    file that changes as C(<file>.bak-YYYYMMDD-<tag>) (bytes, mode and owner kept), and replaces
+    it atomically.
+  - The V(compose) runtime writes a docker compose project, a C(.env) holding the numbers a
+    maintenance window changes and a C(compose.yaml) that refers to them, validated with
+    C(docker compose config).
+  - The V(systemd) runtime writes a C(seat.env) (the unit's C(EnvironmentFile), the same
+    variables), a C(serve.sh) that runs the seat's image in the foreground with C(docker run),
+    and a unit C(llmfleet-seat-<name>.service) with C(Restart=always), C(StartLimitIntervalSec=0)
+    and C(OOMScoreAdjust=-500); validated with C(sh -n) and C(systemd-analyze verify).
   - With O(state=restored), puts the files back byte for byte from the backups a previous
     O(state=present) run returned, and removes files that did not exist before it. A
     check-mode result works too (a journal written before the files were). A file whose backup
@@ -52,7 +58,8 @@ options:
     description:
       - The seat as the plan places it (one of M(llmfleet.seats.seat_plan)'s C(plan.seats)).
         Required with O(state=present).
-      - "Read: C(name), C(engine) (V(vllm) or V(fixed)), C(runtime) (V(compose), the default),
+      - "Read: C(name), C(engine) (V(vllm) or V(fixed)), C(runtime) (V(compose), the default, or
+        V(systemd)),
         C(port), C(gpus) (UUIDs, one per tensor-parallel rank), C(container), C(health_path),
         C(launch) (C(image), C(environment), C(volumes), C(command), C(health_interval),
         C(health_start_period), and the engine's: for vLLM C(model), C(served_model_names),
@@ -80,11 +87,13 @@ options:
         host names its backups alike; defaults to today on the target.
     type: str
   validate:
-    description: Check the new pair with C(docker compose config --quiet) before writing.
+    description:
+      - Check the new files with the runtime before writing (C(docker compose config --quiet);
+        C(sh -n) and C(systemd-analyze verify)).
     type: bool
     default: true
   env_mode:
-    description: Mode of a newly created C(.env) (an existing file keeps its own).
+    description: Mode of a newly created C(.env) or C(seat.env) (an existing file keeps its own).
     type: raw
     default: "0600"
   compose_mode:
@@ -105,6 +114,11 @@ options:
       - With O(state=restored), the RV(files) a previous O(state=present) run returned; each
         entry's C(backup) is copied back, and a file that run C(created) is removed.
     type: dict
+  runtime:
+    description: With O(state=restored), the runtime whose files O(restore) names.
+    type: str
+    choices: [compose, systemd]
+    default: compose
 notes:
   - Run it with C(become) where the C(.env) is root-owned; owner and mode of existing
     files are kept.
@@ -200,8 +214,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files impo
     present_seats,
     restored,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.compose import COMPOSE_FILE, ENV_FILE
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, compose, runtime_of, systemd
 
 
 def main():
@@ -220,6 +233,7 @@ def main():
             "compose_mode": {"type": "raw", "default": "0644"},
             "restore": {"type": "dict"},
             "secrets": {"type": "dict", "no_log": True},
+            "runtime": {"type": "str", "choices": sorted(RUNTIMES), "default": "compose"},
         },
         required_if=[("state", "present", ["seat", "seats"], True), ("state", "restored", ["project_dir", "restore"])],
         required_by={"seat": "project_dir", "seats": "root"},
@@ -229,10 +243,12 @@ def main():
     params = module.params
     with operator_errors(module):
         if params["state"] == "restored":
-            result = restored(runtime_of(None), params["project_dir"], params["restore"], module.check_mode)
+            result = restored(RUNTIMES[params["runtime"]], params["project_dir"], params["restore"],
+                              module.check_mode)
         else:
-            modes = {ENV_FILE: file_mode(params["env_mode"], "env_mode"),
-                     COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
+            env_mode = file_mode(params["env_mode"], "env_mode")
+            modes = {compose.ENV_FILE: env_mode, systemd.ENV_FILE: env_mode,
+                     compose.COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
             common = (params["host"], params["backup_tag"], params["backup_date"] or time.strftime("%Y%m%d"),
                       modes, params["validate"], Docker(), module.check_mode, module.atomic_move,
                       params["secrets"])

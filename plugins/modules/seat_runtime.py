@@ -11,8 +11,12 @@ short_description: Start, stop or remove one seat with its runtime
 version_added: 0.1.0
 description:
   - Runs one seat from the files M(llmfleet.seats.seat_files) wrote in its project directory,
-    with the seat's runtime (V(compose) - C(docker compose up), C(stop), C(down)). The rebalance
-    role starts, stops and brings seats back through it, so it names no runtime itself.
+    with the seat's runtime (V(compose) - C(docker compose up), C(stop), C(down); V(systemd) -
+    C(systemctl link), C(enable) and C(restart) of its unit, C(stop), C(disable --now)). The
+    rebalance role starts, stops and brings seats back through it, so it names no runtime
+    itself.
+  - A systemd seat is restarted only when its files differ from those it was last started
+    with (or its unit is not active).
   - With O(state=started) and O(wait_timeout), returns once the seat is healthy (its
     healthcheck passes) and fails when it exits, turns unhealthy, or is not healthy in time.
 author:
@@ -47,7 +51,7 @@ options:
   runtime:
     description: The seat's runtime (a plan seat's C(runtime)).
     type: str
-    choices: [compose]
+    choices: [compose, systemd]
     default: compose
   docker_host:
     description: The Docker engine to use; defaults to E(DOCKER_HOST), then the local socket.

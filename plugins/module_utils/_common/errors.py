@@ -15,17 +15,19 @@ import contextlib
 import traceback
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 
 
-# What the collection raises on purpose (a refusal, what docker said, a file it cannot use).
-EXPECTED = (ValueError, DockerError, OSError)
+# What the collection raises on purpose (a refusal, what docker or systemd said, a file it
+# cannot use).
+EXPECTED = (ValueError, DockerError, SystemdError, OSError)
 
 
 def operator_message(exc):
     """The one line an operator sees for ``exc``. The collection's own errors (ValueError, and
-    DockerError: what docker said) carry their message; a file that cannot be read or written
-    says which and why; anything else is a bug, and says so."""
-    if isinstance(exc, (ValueError, DockerError)):
+    DockerError and SystemdError: what docker or systemd said) carry their message; a file that
+    cannot be read or written says which and why; anything else is a bug, and says so."""
+    if isinstance(exc, (ValueError, DockerError, SystemdError)):
         return str(exc)
     if isinstance(exc, OSError):
         where = " ".join(str(name) for name in (exc.filename, exc.filename2) if name)

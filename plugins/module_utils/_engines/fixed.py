@@ -19,6 +19,7 @@ FIELDS = frozenset({"memory_cap_bytes", "memory_boot_bytes", "container_port"})
 LAUNCH_FIELDS = ("container_port",)
 SIZE_FIELDS = ("memory_cap_bytes", "memory_boot_bytes")
 HOST_IPC = False
+EXITS_CLEAN_ON_FAULT = False
 
 
 def gpu_count(check, where, raw):

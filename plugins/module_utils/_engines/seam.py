@@ -19,7 +19,8 @@
   ``planned(seat, sized)``: the numbers a plan seat carries.
 - ``check_plan_seat(seat, fail)``, ``environment(seat)`` (the variables a window changes),
   ``command(seat, var)``, ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run
-  it; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
+  it; ``EXITS_CLEAN_ON_FAULT``: whether only a restart policy that restarts a clean exit keeps
+  it up; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
 - ``before_start_gates(seat, card, free_mib)``, ``after_boot_gates(seat, host, healthy)``: its
   own gates beside every seat's (free memory, container running, health).
 - ``plan_cells(seat)``: its KV budget, KV tokens and concurrency cells in the plan's and the

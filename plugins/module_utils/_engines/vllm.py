@@ -326,6 +326,9 @@ def listen_port(seat, var):
 
 # Shared memory for the workers' tensors: vLLM's image wants the host's IPC namespace.
 HOST_IPC = True
+# A worker fault makes the API server exit 0: only a policy that restarts a clean exit brings
+# the seat back.
+EXITS_CLEAN_ON_FAULT = True
 
 
 # -- gates ----------------------------------------------------------------------------------------

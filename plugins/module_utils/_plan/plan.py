@@ -58,7 +58,7 @@ HOST_OPTIONS = {
 # What the rendered files need of every seat, as the inventory declared it (an engine adds its
 # own LAUNCH_FIELDS).
 LAUNCH_FIELDS = ("image", "environment", "secret_environment", "volumes", "command", "health_interval",
-                 "health_start_period")
+                 "health_start_period", "restart")
 
 
 class PlanError(ValueError):
@@ -360,7 +360,7 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
         gpus = assigned if isinstance(assigned, list) else [assigned]
         total = min(memory[uuid]["total"] for uuid in gpus)
         entry = {
-            "name": seat["name"], "engine": seat["engine"], "gpus": gpus,
+            "name": seat["name"], "engine": seat["engine"], "runtime": seat["runtime"], "gpus": gpus,
             "gpu_indices": [index[uuid] for uuid in gpus],
             "current_gpus": seat["current_gpu"] or [],
             "moved": seat["name"] in placed["moves"],

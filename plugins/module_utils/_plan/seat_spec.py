@@ -35,7 +35,14 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENG
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "secret_environment", "volumes", "command",
-                "health_path", "health_interval", "health_start_period"}
+                "health_path", "health_interval", "health_start_period", "runtime", "restart",
+                "allow_floating_image"}
+# Where a seat runs, and the restart policies each runtime knows.
+RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
+                    "systemd": ("always", "on-failure", "no")}
+# The policies that restart a process that exited 0.
+RESTARTS_CLEAN_EXIT = ("always", "unless-stopped")
+_DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}\Z|\Asha256:[0-9a-f]{64}\Z")
 # Each grammar matches the whole string: what passes can be a file line, a path, a label or an
 # argument as it is.
 _DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
@@ -205,12 +212,48 @@ def _seat(check, position, raw, gpus, defaults):
     }
     for field in ("health_interval", "health_start_period"):
         check.text(where, field, seat[field], _DURATION_RE, "a docker duration such as 15s, 2m or 1m30s")
+    _runtime_fields(check, where, raw, seat, engine)
     seat["declared_sizes"] = {}
     engine.normalize(check, where, raw, seat, defaults)
     for field in engine.SIZE_FIELDS:
         if raw.get(field) is not None and seat.get(field) is not None:
             seat["declared_sizes"][field] = str(raw[field])
     return seat
+
+
+def floating_image(image):
+    """Whether an image reference may point at another image tomorrow: no digest, and no tag
+    or the tag ``latest``."""
+    if _DIGEST_RE.search(image):
+        return False
+    last = image.rsplit("/", 1)[-1]
+    return ":" not in last or last.rsplit(":", 1)[1] == "latest"
+
+
+def _runtime_fields(check, where, raw, seat, engine):
+    """``runtime`` and ``restart``, checked against each other and the engine; a floating image
+    only when the seat says so."""
+    runtime = raw.get("runtime", "compose")
+    if runtime not in RUNTIME_RESTARTS:
+        check.fail(where, "runtime", " or ".join(sorted(RUNTIME_RESTARTS)), runtime)
+        runtime = "compose"
+    seat["runtime"] = runtime
+    restart = raw.get("restart", "always")
+    if restart not in RUNTIME_RESTARTS[runtime]:
+        check.fail(where, "restart", "one of %s (what %s knows)" % (", ".join(RUNTIME_RESTARTS[runtime]), runtime),
+                   restart)
+    elif engine.EXITS_CLEAN_ON_FAULT and restart not in RESTARTS_CLEAN_EXIT:
+        check.fail(where, "restart", "%s: a worker fault makes %s's API server exit 0, which %r never "
+                   "restarts" % (" or ".join(r for r in RESTARTS_CLEAN_EXIT if r in RUNTIME_RESTARTS[runtime]),
+                                 engine.NAME, restart), restart)
+    seat["restart"] = restart
+    allow = raw.get("allow_floating_image", False)
+    if not isinstance(allow, bool):
+        check.fail(where, "allow_floating_image", "true or false", allow)
+    elif isinstance(seat["image"], str) and floating_image(seat["image"]) and not allow:
+        check.fail(where, "image", "a pinned image: a version tag or a digest (NAME@sha256:... or the local "
+                   "image ID sha256:...); a floating tag runs whatever it points at on the next start "
+                   "(allow_floating_image: true to accept it)", seat["image"])
 
 
 def merged_seats(seats, seat_defaults):

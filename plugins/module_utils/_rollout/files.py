@@ -103,7 +103,8 @@ def _diff(runtime, name, before_header, after_header, before, after):
 
 def _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets):
     """What writing the seat's files would do: ``(contents, result)``, nothing touched yet."""
-    contents = {name: text.encode("utf-8") for name, text in runtime.render(seat, host, secrets).items()}
+    contents = {name: text.encode("utf-8")
+                for name, text in runtime.render(seat, host, secrets, project_dir).items()}
     files, diffs, backups = {}, [], []
     for name, content in contents.items():
         path = os.path.join(project_dir, name)
@@ -123,7 +124,8 @@ def _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets
 
 def _write(projects, modes, validate, docker, move):
     """Write ``projects`` (``(runtime, project_dir, contents, result)`` each): every changed
-    project's new files are validated before any file is backed up or replaced."""
+    project's new files are validated before any file is backed up or replaced. A new file gets
+    its mode from ``modes`` (by file name), else the runtime's."""
     for _runtime, project_dir, _contents, _result in projects:
         _remove_leftovers(project_dir)
     changing = [project for project in projects if project[3]["changed"]]
@@ -132,13 +134,14 @@ def _write(projects, modes, validate, docker, move):
             os.makedirs(project_dir, 0o755)
         if validate:
             _validate(runtime, project_dir, contents, docker)
-    for _runtime, _project_dir, contents, result in changing:
+    for runtime, project_dir, contents, result in changing:
         for entry in result["files"].values():
             if entry["backup"]:
                 make_backup(entry["path"], entry["backup"])
+        own = runtime.files(os.path.basename(project_dir.rstrip("/")))
         for name, entry in result["files"].items():
             if entry["changed"]:
-                _replace(entry["path"], contents[name], modes[name], move)
+                _replace(entry["path"], contents[name], modes.get(name, own[name]), move)
 
 
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
@@ -188,14 +191,15 @@ def restored(runtime, project_dir, restore, check_mode):
     if not isinstance(restore, dict):
         raise SeatFilesError("restore: expected the 'files' result of a state=present run")
     files, diffs = {}, []
+    own = runtime.files(os.path.basename(project_dir.rstrip("/")))
     for name, entry in sorted(restore.items()):
         path = entry.get("path") if isinstance(entry, dict) else None
         # Only the runtime's own files, each from its own backup: a journal entry cannot name
         # any other file to delete or overwrite.
-        if name not in runtime.FILES or path != os.path.join(project_dir.rstrip("/"), name):
+        if name not in own or path != os.path.join(project_dir.rstrip("/"), name):
             raise SeatFilesError("restore.%s: expected %s, one of the seat's files (%s), got %r"
                                  % (name, os.path.join(project_dir.rstrip("/"), name),
-                                    ", ".join(runtime.FILES), path))
+                                    ", ".join(own), path))
         backup = entry.get("backup")
         if backup is not None and (not isinstance(backup, str) or os.path.dirname(backup) != os.path.dirname(path)
                                    or not is_backup_of(os.path.basename(backup), name)):

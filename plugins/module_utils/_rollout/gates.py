@@ -27,6 +27,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
 
 PHASES = ("before_start", "after_boot", "after_boot_memory", "plateau")
 # The phases whose every input is in the arguments: they read nothing from the host.
@@ -163,7 +164,8 @@ class SeatHost:
         return container_gate(seat, self.inspect(seat))
 
     def log(self, seat):
-        return self.docker.logs(seat["container"])
+        """The seat's log since its start, as its runtime keeps it (docker's, the journal)."""
+        return runtime_of(seat).log(seat, self.docker)
 
     def wait_healthy(self, seat):
         """Poll the health path until 200, the timeout, or the container stops or restarts: with

@@ -5,18 +5,19 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The runtime seam: how a seat is run on its host (docker compose). ``seam`` lists the
-interface, ``RUNTIMES`` who implements it; docs/architecture.md has the table.
+"""The runtime seam: how a seat is run on its host (a docker compose project, or a systemd unit
+that runs its container). ``seam`` lists the interface, ``RUNTIMES`` who implements it;
+docs/architecture.md has the table.
 
 May import: _common, _engines (a seat's launch arguments).
 """
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
-RUNTIMES = {runtime.NAME: runtime for runtime in (compose,)}
+RUNTIMES = {runtime.NAME: runtime for runtime in (compose, systemd)}
 DEFAULT_RUNTIME = compose.NAME
 
 
@@ -47,7 +48,8 @@ def running(states):
 
 
 def seat_states(docker):
-    """``{seat: state}`` of every seat any runtime runs on the host."""
+    """``{seat: state}`` of every seat any runtime runs on the host (a systemd seat's unit
+    says more than its container, which compose's reading lists too)."""
     states = {}
     for module in RUNTIMES.values():
         states.update(module.states(docker))

@@ -21,159 +21,55 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
-    CONTROL_RE,
-    HEALTH_PATH_EXPECTED,
-    HEALTH_PATH_RE,
-    MANAGED_LABEL,
-    REDACTED,
-    SECRET_VAR_PREFIX,
-    SEAT_NAME_EXPECTED,
-    SEAT_NAME_RE,
-)
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_VAR_PREFIX
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env import (
+    PLAIN_KEY_RE,
+    Joined,
+    Ref,
+    container_state,
+    env_text,
+    header,
+    health_code,
+    redact_env,
+    secret_names,
+    validated,
+)
 
 NAME = "compose"
 ENV_FILE = ".env"
 COMPOSE_FILE = "compose.yaml"
-FILES = (ENV_FILE, COMPOSE_FILE)
 # The .env holds what a window changes, and may hold tokens: only its owner reads it.
-MODES = {ENV_FILE: 0o600, COMPOSE_FILE: 0o644}
+_MODES = {ENV_FILE: 0o600, COMPOSE_FILE: 0o644}
 PROJECT_LABEL = "com.docker.compose.project"
-# docker ps's Status ends in the healthcheck's verdict, when the container has one:
-# "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
-_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
-
-_PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
-class Ref:
-    """A reference to a ``.env`` variable inside compose.yaml: ``${NAME:?}``, so compose refuses
-    to start ("required variable NAME is missing a value") rather than run with an empty one."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def text(self):
-        return "${%s:?}" % self.name
-
-
-def _fail(seat, field, expected, got):
-    raise RenderError("seat %s: %s: expected %s, got %r" % (seat.get("name", "?"), field, expected, got))
-
-
-def _validated(seat):
-    """A plan seat (seat_plan's ``plan.seats[]``) that renders safely."""
-    if not isinstance(seat, dict):
-        raise RenderError("seat: expected a plan seat (a dict), got %r" % (seat,))
-    name = seat.get("name")
-    if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
-        _fail(seat, "name", SEAT_NAME_EXPECTED + " (a compose project name)", name)
-    if not isinstance(seat.get("engine"), str) or seat["engine"] not in ENGINES:
-        _fail(seat, "engine", " or ".join(repr(engine) for engine in ENGINES), seat.get("engine"))
-    port = seat.get("port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535:
-        _fail(seat, "port", "a TCP port (1-65535)", port)
-    gpus = seat.get("gpus")
-    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) and g for g in gpus):
-        _fail(seat, "gpus", "a non-empty list of GPU UUIDs", gpus)
-    launch = seat.get("launch")
-    if not isinstance(launch, dict):
-        _fail(seat, "launch", "the plan seat's launch inputs (a dict)", launch)
-    if not isinstance(launch.get("image"), str) or not launch["image"]:
-        _fail(seat, "launch.image", "a non-empty string", launch.get("image"))
-    environment = launch.get("environment") or {}
-    if not isinstance(environment, dict) or not all(
-            isinstance(k, str) and _PLAIN_KEY_RE.match(k) and isinstance(v, str) and not CONTROL_RE.search(v)
-            for k, v in environment.items()):
-        _fail(seat, "launch.environment", "{NAME: text} (the plan's normal form)", environment)
-    for field in ("volumes", "command"):
-        items = launch.get(field) or []
-        if not isinstance(items, list) or not all(isinstance(i, str) and not CONTROL_RE.search(i) for i in items):
-            _fail(seat, "launch.%s" % field, "a list of strings", items)
-    for field in ("health_interval", "health_start_period"):
-        if not isinstance(launch.get(field, "1s"), str):
-            _fail(seat, "launch.%s" % field, "a docker duration", launch.get(field))
-    if not isinstance(seat.get("container", ""), str):
-        _fail(seat, "container", "a container name", seat.get("container"))
-    # it becomes a string literal in the healthcheck's code
-    health_path = seat.get("health_path", "/health")
-    if not isinstance(health_path, str) or not HEALTH_PATH_RE.match(health_path):
-        _fail(seat, "health_path", HEALTH_PATH_EXPECTED, health_path)
-    engine_of(seat).check_plan_seat(seat, lambda field, expected, got: _fail(seat, field, expected, got))
-    return seat
-
-
-def _secret_names(seat):
-    names = seat["launch"].get("secret_environment") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) and _PLAIN_KEY_RE.match(n) for n in names):
-        _fail(seat, "launch.secret_environment", "a list of variable names", names)
-    return names
-
-
-def seat_env(seat, secrets=None):
-    """The ``.env`` variables of a seat, in file order: what a maintenance window changes, then
-    its secrets (``secrets``: name -> value)."""
-    seat = _validated(seat)
-    env = [("SEAT_IMAGE", seat["launch"]["image"]), ("SEAT_PORT", str(seat["port"]))]
-    for index, uuid in enumerate(seat["gpus"]):
-        env.append(("SEAT_GPU_%d" % index, uuid))
-    env += engine_of(seat).environment(seat)
-    secrets = secrets or {}
-    for name in _secret_names(seat):
-        if not isinstance(secrets.get(name), str):
-            raise RenderError("seat %s: secret_environment.%s: expected its value (text) in the secrets "
-                              "given to the render, got %s" % (seat["name"], name, "none" if name not in secrets
-                                                               else "a value of type %s" % type(secrets[name]).__name__))
-        env.append((SECRET_VAR_PREFIX + name, secrets[name]))
-    for key, value in env:
-        if "'" in value or CONTROL_RE.search(value):
-            raise RenderError("seat %s: %s: a .env value cannot carry a single quote or a control "
-                              "character safely, got %s" % (seat["name"], key, REDACTED if key.startswith(
-                                  SECRET_VAR_PREFIX) else repr(value)))
-    return env
-
-
-def render_env(seat, host=None, secrets=None):
-    """The ``.env`` file's text. Values are single-quoted: compose reads them literally."""
-    env = seat_env(seat, secrets)
-    lines = [_header(seat, host)] + ["%s='%s'" % (key, value) for key, value in env]
-    return "\n".join(lines) + "\n"
-
-
-_SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
-SECRET_CHANGED = "<secret changed>"
+def files(_name):
+    """The seat's files and the mode each gets when it is created."""
+    return dict(_MODES)
 
 
 def redact(name, text, before=None):
-    """A file's text as a diff may show it: every secret in the .env replaced by <secret>, or by
-    <secret changed> where it differs from ``before`` (the text it replaces)."""
-    if name != ENV_FILE:
-        return text
-    old = dict(_SECRET_LINE_RE.findall(before)) if before is not None else {}
-
-    def shown(match):
-        changed = before is not None and old.get(match.group(1)) != match.group(2)
-        return "%s='%s'" % (match.group(1), SECRET_CHANGED if changed else REDACTED)
-    return _SECRET_LINE_RE.sub(shown, text)
+    """A file's text as a diff may show it: the .env's secrets replaced."""
+    return redact_env(text, before) if name == ENV_FILE else text
 
 
 def seat_compose(seat):
     """The compose project of one seat as plain data (Refs mark ``.env`` interpolations)."""
-    seat = _validated(seat)
+    seat = validated(seat)
     engine, launch, name = engine_of(seat), seat["launch"], seat["name"]
     port = Ref("SEAT_PORT")
     inside = engine.listen_port(seat, Ref)
     service = {
         "image": Ref("SEAT_IMAGE"),
         "container_name": seat.get("container") or engine.container_name(name),
-        # A worker fault makes vLLM's API server exit 0, so on-failure never fires.
-        "restart": "always",
+        # always by default: a worker fault makes vLLM's API server exit 0 (seat_spec refuses a
+        # policy that would not restart it)
+        "restart": launch.get("restart", "always"),
         "labels": {MANAGED_LABEL: name},
-        "ports": [_Joined([port, ":", inside])],
+        "ports": [Joined([port, ":", inside])],
     }
     if engine.HOST_IPC:
         service["ipc"] = "host"
@@ -182,17 +78,13 @@ def seat_compose(seat):
         service["command"] = command
     environment = {str(k): str(v) for k, v in (launch.get("environment") or {}).items()}
     # A secret reaches the container from the 0600 .env; compose.yaml names only its variable.
-    environment.update({name: Ref(SECRET_VAR_PREFIX + name) for name in _secret_names(seat)})
+    environment.update({name: Ref(SECRET_VAR_PREFIX + name) for name in secret_names(seat)})
     if environment:
         service["environment"] = dict(sorted(environment.items()))
     if launch.get("volumes"):
         service["volumes"] = list(launch["volumes"])
     service["healthcheck"] = {
-        # python3 is in vLLM's image (curl is not in every image).
-        "test": ["CMD", "python3", "-c", _Joined([
-            "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', ", inside,
-            ", timeout=5); c.request('GET', %r); sys.exit(c.getresponse().status != 200)"
-            % seat.get("health_path", "/health")])],
+        "test": ["CMD", "python3", "-c", health_code(seat, inside)],
         "interval": launch.get("health_interval", "15s"),
         "timeout": "10s",
         "retries": 3,
@@ -208,12 +100,12 @@ def seat_compose(seat):
 
 def render_compose(seat, host=None):
     """The ``compose.yaml`` file's text."""
-    return _header(seat, host) + "\n" + _yaml(seat_compose(seat), 0) + "\n"
+    return header(seat, host) + "\n" + _yaml(seat_compose(seat), 0) + "\n"
 
 
-def render(seat, host=None, secrets=None):
+def render(seat, host=None, secrets=None, _project_dir=None):
     """Both files of a seat: ``{".env": text, "compose.yaml": text}``."""
-    return {ENV_FILE: render_env(seat, host, secrets), COMPOSE_FILE: render_compose(seat, host)}
+    return {ENV_FILE: env_text(seat, host, secrets), COMPOSE_FILE: render_compose(seat, host)}
 
 
 def validate(project_dir, staged, docker):
@@ -225,20 +117,6 @@ def validate(project_dir, staged, docker):
     return None if rc == 0 else (err or out).strip()
 
 
-class _Joined:
-    """A compose string made of literal parts and Refs, e.g. ``${SEAT_PORT}:${SEAT_PORT}``."""
-
-    def __init__(self, parts):
-        self.parts = parts
-
-
-def _header(seat, host):
-    where = " on %s" % host if host else ""
-    return ("# Managed by llmfleet.seats: seat %s%s. Rendered from the inventory; edits here are\n"
-            "# overwritten by the next rebalance (earlier versions: *.bak-YYYYMMDD-<tag>)."
-            % (seat.get("name"), where))
-
-
 def _scalar(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -246,7 +124,7 @@ def _scalar(value):
         return str(value)
     if isinstance(value, Ref):
         return json.dumps(value.text())
-    if isinstance(value, _Joined):
+    if isinstance(value, Joined):
         return json.dumps("".join(p.text() if isinstance(p, Ref) else p.replace("$", "$$")
                                   for p in value.parts))
     if isinstance(value, str):
@@ -256,7 +134,7 @@ def _scalar(value):
 
 
 def _key(key):
-    return key if _PLAIN_KEY_RE.match(key) else json.dumps(key)
+    return key if PLAIN_KEY_RE.match(key) else json.dumps(key)
 
 
 def _yaml(value, indent):
@@ -353,14 +231,12 @@ def remove(project_dir, docker, check_mode=False):
 
 
 def states(docker):
-    """``{seat: state}`` for every container the collection runs on the host, in docker's words:
-    ``running (healthy)``, ``running (health: starting)``, ``running`` (no healthcheck),
-    ``exited: Exited (1) 3 seconds ago``..."""
-    found = {}
-    for seat, fields in docker.labelled(MANAGED_LABEL, ["State", "Status"]).items():
-        if fields["State"] == "running":
-            health = _HEALTH.search(fields["Status"])
-            found[seat] = "running (%s)" % health.group(1) if health else "running"
-        else:
-            found[seat] = "%s: %s" % (fields["State"], fields["Status"])
-    return found
+    """``{seat: state}`` for every container the collection runs on the host, in docker's words
+    (``seat_env.container_state``)."""
+    return {seat: container_state(fields)
+            for seat, fields in docker.labelled(MANAGED_LABEL, ["State", "Status"]).items()}
+
+
+def log(seat, docker):
+    """The seat container's whole log."""
+    return docker.logs(seat["container"])

@@ -7,10 +7,10 @@
 
 """The runtime seam. A runtime is a module of this package that defines, with these names:
 
-- ``NAME``; ``FILES``: the names of a seat's files in its project directory, and ``MODES``: the
-  mode each gets when it is created (a file that exists keeps its own);
-- ``render(seat, host, secrets)`` -> ``{file name: text}`` for a plan seat, deterministic
-  (RenderError); ``secrets`` holds the values of the seat's ``launch.secret_environment``, which
+- ``NAME``; ``files(seat name)``: ``{file name: mode}``, the seat's files in its project
+  directory and the mode each gets when it is created (a file that exists keeps its own);
+- ``render(seat, host, secrets, project_dir)`` -> ``{file name: text}`` for a plan seat in that
+  directory, deterministic (RenderError); ``secrets`` holds the values of the seat's ``launch.secret_environment``, which
   only a file its owner alone reads may carry; ``redact(name, text, before=None)``: that file's
   text with every secret replaced, marked where it differs from ``before`` (what a diff shows);
 - ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
@@ -20,7 +20,8 @@
   None)``; ``wait_timeout`` (or None) waits until the seat is healthy; in check mode nothing
   is done and ``changed`` says whether it would be;
 - ``states(docker)``: ``{seat: "running (healthy)" | "running (health: starting)" |
-  "exited: ..." }`` for every seat it runs on the host.
+  "exited: ..." }`` for every seat it runs on the host;
+- ``log(seat, docker)``: the plan seat's log since its last start (what its engine's gates read).
 """
 
 from __future__ import annotations

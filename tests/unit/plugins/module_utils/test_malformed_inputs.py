@@ -26,7 +26,7 @@ HOST = {"gpus": [{"index": 0, "uuid": "GPU-a", "memory_total_mib": 81559},
                    "max_model_len": 32768, "image": "vllm/vllm-openai:v0.33.0", "port": 8101,
                    "weights_bytes": 16381470720, "volumes": ["/srv/models:/srv/models:ro"],
                    "environment": {"HF_TOKEN": "t", "A": "b"}},
-                  {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr", "port": 8190,
+                  {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr:1", "port": 8190,
                    "container_port": 8000, "gpu": 0}]}
 PLAN_SEAT = {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": ["GPU-a"], "container": "vllm-alpha",
              "health_path": "/health", "max_model_len": 32768, "kv_cache_memory_bytes": 4 * 1024 ** 3,

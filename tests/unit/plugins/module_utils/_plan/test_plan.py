@@ -35,7 +35,7 @@ def _seat(name, model, port, **extra):
 SEATS = [_seat("alpha", "qwen3-8b", 8101, kv_cache_memory_bytes="8GiB", current_gpu=0),
          _seat("beta", "llama-3.1-8b-instruct", 8102, current_gpu=0),
          _seat("gamma", "qwen3-8b", 8103, kv_factor=1.07, max_model_len=40960),
-         {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr", "port": 8190,
+         {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr:1", "port": 8190,
           "gpu": 1}]
 
 

@@ -81,7 +81,7 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
     message = problems([
         vllm_seat(name="Gen", max_model_len=-3, port=70000, gpu=7, avoid_gpu=[1]),
         vllm_seat(name="both", port=8012, kv_cache_memory_bytes="8.5G", kv_factor=1.1),
-        {"name": "asr", "engine": "fixed", "image": "i", "port": 8090, "gpu": 3},
+        {"name": "asr", "engine": "fixed", "image": "i:1", "port": 8090, "gpu": 3},
         vllm_seat(name="tp", port=8013, tensor_parallel_size=2, gpu=[0]),
         vllm_seat(name="dup", port=8090),
         {"name": "e", "engine": "sglang"},

@@ -198,7 +198,7 @@ def _params(**changes):
      "seat a1: gpus: expected a list of GPU UUIDs, got [0]"),
     ({"waves": [["a1"], ["c1"]]}, "waves[1]: expected names of the seats given (a1, b1), got 'c1'"),
     ({"waves": [["a1"], ["a1", "b1"]]}, "waves[1]: seat a1 boots once, it is listed again"),
-    ({"runtimes": {"a1": "podman"}}, "runtimes: seat a1: expected one of compose, got 'podman'"),
+    ({"runtimes": {"a1": "podman"}}, "runtimes: seat a1: expected one of compose, systemd, got 'podman'"),
 ])
 def test_seat_boot_refuses_input_before_it_starts_anything(changes, message):
     with pytest.raises(_boot.GateInputError) as refused:
