@@ -65,6 +65,10 @@ def container_ids_from_cgroup(text):
     return []
 
 
+NOT_VISIBLE = ("PID %d is not visible here: it exited, or gpu_info runs in another PID namespace "
+               "(NVML reports host PIDs) and no container of the Docker engine runs it")
+
+
 def read_proc_cgroup(pid, proc_root="/proc"):
     """``(text, None)`` or ``(None, why)`` for a PID's cgroup file."""
     path = os.path.join(proc_root, str(pid), "cgroup")
@@ -72,8 +76,7 @@ def read_proc_cgroup(pid, proc_root="/proc"):
         with open(path) as handle:
             return handle.read(), None
     except FileNotFoundError:
-        return None, ("PID %d is not visible here: it exited, or gpu_info runs in another PID "
-                      "namespace (NVML reports host PIDs; run gpu_info on the GPU host itself)" % pid)
+        return None, NOT_VISIBLE % pid
     except PermissionError:
         return None, "cannot read %s: permission denied (run the task with become: true)" % path
     except OSError as exc:
@@ -126,6 +129,19 @@ class Containers:
         found, why = self.docker.inspect(container_ids)
         return {cid: _container_record(attrs) for cid, attrs in found.items()}, why
 
+    def pid_owners(self):
+        """``{host PID: container id}`` for every process of every running container, as the
+        engine sees them (``docker top``): the PIDs NVML reports, whatever PID namespace
+        gpu_info runs in (a host whose systemd runs in a container of its own, say)."""
+        rc, out, _err = self.docker.run(["ps", "--quiet", "--no-trunc"], timeout=30)
+        owners = {}
+        for container_id in out.split() if rc == 0 else []:
+            rc, top, _err = self.docker.run(["top", container_id, "-eo", "pid"], timeout=30)
+            for line in top.splitlines()[1:] if rc == 0 else []:
+                if line.strip().isdigit():
+                    owners[int(line)] = container_id
+        return owners
+
 
 def _explain_unresolved(runtime, container_id, engine, engine_error):
     short = container_id[:12]
@@ -142,7 +158,8 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
     ``unlisted_mib``. Returns ``(gpus, warnings)``: new GPU dicts, and the engine's failure
     (once) when it could not be asked.
 
-    ``engine`` answers ``inspect(ids) -> ({id: record}, error)`` and names its ``docker_host``:
+    ``engine`` answers ``inspect(ids) -> ({id: record}, error)`` and ``pid_owners() -> {pid:
+    container id}`` (asked only for PIDs /proc does not show) and names its ``docker_host``:
     Containers, or anything shaped like it.
     ``unattributed_mib`` = used - memory of processes resolved to a container: driver and
     context memory, processes outside containers and processes nobody could name.
@@ -165,6 +182,13 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
                 first = next((line for line in text.splitlines() if line.startswith("0::")),
                              text.strip().splitlines()[0] if text.strip() else "")
                 reasons[pid] = "PID %d is not in a container (cgroup %s)" % (pid, first or "empty")
+    hidden = [pid for pid, why in reasons.items() if why == NOT_VISIBLE % pid]
+    if hidden:
+        owners = engine.pid_owners()
+        for pid in hidden:
+            if pid in owners:
+                cgroup_ids[pid] = [("docker", owners[pid])]
+                del reasons[pid]
     wanted = sorted({cid for ids in cgroup_ids.values() for _runtime, cid in ids})
     records, engine_error = engine.inspect(wanted)
 
@@ -184,7 +208,7 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
                                     compose_service=record["compose_service"], attribution=None)
                     if record.get("seat"):
                         resolved.update(seat=record["seat"], image=record["image"], args=record["args"])
-                    if not record["compose_service"]:
+                    if not record["compose_service"] and not record.get("seat"):
                         resolved["attribution"] = ("container %s was not started by docker compose "
                                                    "(no %s label)" % (record["name"], COMPOSE_SERVICE_LABEL))
                     break

@@ -78,10 +78,12 @@ def _validate(runtime, project_dir, contents, docker):
     staging = tempfile.mkdtemp(prefix=".llmfleet-validate-", dir=project_dir)
     try:
         staged = {}
+        own = runtime.files(os.path.basename(project_dir.rstrip("/")))
         for name, content in contents.items():
             staged[name] = os.path.join(staging, name)
             with open(staged[name], "wb") as out:
                 out.write(content)
+            os.chmod(staged[name], own[name])  # a script is checked as it will run
         problem = runtime.validate(project_dir, staged, docker)
     finally:
         shutil.rmtree(staging)

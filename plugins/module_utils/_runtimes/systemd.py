@@ -57,6 +57,8 @@ RUNTIME_LABEL = "io.llmfleet.runtime"
 STAMP_DIR = "/run/llmfleet-seats"
 UNIT_DIR = "/etc/systemd/system"
 STOP_SECONDS = 30
+# How long serve.sh may take to have docker make and start the container.
+CREATE_SECONDS = 120
 # The unit's ExecStart/EnvironmentFile name the project directory: it must be a plain path.
 _PROJECT_DIR_RE = re.compile(r"\A/[A-Za-z0-9._/-]+\Z")
 _ENV_LINE_RE = re.compile(r"^([A-Z_][A-Z0-9_]*)='([^']*)'$", re.MULTILINE)
@@ -292,9 +294,27 @@ def start(project_dir, docker, wait_timeout=None, check_mode=False):
         problem = _problem(*systemd.systemctl(["restart", unit], timeout=STOP_SECONDS + 90))
     if problem:
         return True, "systemctl restart %s: %s" % (unit, problem)
-    if wait_timeout:
-        return True, _wait_healthy(unit, _variables(project_dir).get("SEAT_CONTAINER"), docker, wait_timeout)
-    return True, None
+    container = _variables(project_dir).get("SEAT_CONTAINER")
+    problem = _wait_created(unit, container, docker)
+    if problem or not wait_timeout:
+        return True, problem
+    return True, _wait_healthy(unit, container, docker, wait_timeout)
+
+
+def _wait_created(unit, container, docker, timeout=CREATE_SECONDS):
+    """None once the unit's serve script has its container running (systemd calls the unit
+    started when serve.sh is exec'd, before docker has made the container); else why not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        inspect = docker.inspect_one(container) if container else None
+        if inspect is not None and inspect.get("State", {}).get("Running"):
+            return None
+        state = _unit_state(unit)
+        if state.get("ActiveState") not in ("active", "activating") or time.monotonic() >= deadline:
+            return "%s is %s (%s) and container %s is %s" % (
+                unit, state.get("ActiveState"), state.get("SubState"), container,
+                (inspect or {}).get("State", {}).get("Status", "not made"))
+        time.sleep(0.5)
 
 
 def _wait_healthy(unit, container, docker, timeout):

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from . import fleet
+from . import fleet, sysroot
 from .procs import TwinError
 from .spec import SpecError, parse_spec, spec_from_inventory
 
@@ -64,6 +64,8 @@ def main(argv: list | None = None) -> int:
                     help="the process whose twin this is (default: $LLMFLEET_TWIN_OWNER): once it "
                          "is gone, the next `up` removes the twin as leftovers")
     commands.add_parser("down", help="remove everything the twin made")
+    commands.add_parser("build-root", help="build the root of the systemd host kind from Debian's "
+                        "packages (once per recipe); prints its path")
     watch = commands.add_parser("watch", help="print each container's state as it changes, until stopped")
     watch.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between looks")
     status = commands.add_parser("status", help="hosts, daemons, GPUs and containers")
@@ -87,6 +89,8 @@ def main(argv: list | None = None) -> int:
             print(fleet.up(fleet_spec, args.owner))
         elif args.command == "down":
             fleet.down()
+        elif args.command == "build-root":
+            print(sysroot.build_root())
         elif args.command == "watch":
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             try:

@@ -25,6 +25,7 @@ from pathlib import Path
 from . import host as hostlib
 from .host import HOST_ENV, NS_DIR, STATE_DIR, Host
 from .procs import TwinError, alive, is_mounted, run, start_time, wait_for
+from . import sysroot
 from .rootfs import build_rootfs
 from .spec import gpu_state
 
@@ -126,12 +127,12 @@ def _save_record(fleet: dict, hosts: list, owner: dict | None) -> None:
 
 
 def _hosts(record: dict) -> list:
-    return [Host(h["index"], h["name"], h["pids"]) for h in record["hosts"]]
+    return [Host(h["index"], h["name"], h["pids"], h.get("kind", "plain")) for h in record["hosts"]]
 
 
 def _unhealthy(record: dict) -> list:
     return ["%s's %s" % (h.name, name) for h in _hosts(record)
-            for name in ("fakegpud", "dockerd", "sshd") if not alive(h.pids.get(name))]
+            for name in h.daemons() if not alive(h.pids.get(name))]
 
 
 # -- up --
@@ -201,7 +202,7 @@ def _client_key() -> None:
 def _build(fleet: dict, owner: dict | None) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(STATE_DIR, 0o755)
-    hosts = [Host(i, h["name"]) for i, h in enumerate(fleet["hosts"])]
+    hosts = [Host(i, h["name"], kind=h.get("kind", "plain")) for i, h in enumerate(fleet["hosts"])]
     _save_record(fleet, hosts, owner)
     _client_key()
     _driver_library()
@@ -214,17 +215,40 @@ def _build(fleet: dict, owner: dict | None) -> None:
         host.start()
         _save_record(fleet, hosts, owner)
 
+    systemd_root = sysroot.required_root() if any(h.kind == "systemd" for h in hosts) else None
+
     def finish(host: Host) -> None:
         host.wait_ready()
         for tag, kind in fleet["images"].items():
             env = dict(IMAGE_ENV, **fleet.get("image_env", {}).get(tag, {}))
             host.import_image(tarball, tag, ENTRYPOINTS[kind], env)
+        if host.kind == "systemd":
+            host.boot_systemd(systemd_root, sysroot.IMAGE % sysroot.recipe_digest(), _systemd_mounts())
+            host.wait_systemd()
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for done in [pool.submit(finish, h) for h in hosts]:
             done.result()
     KNOWN_HOSTS.write_text("".join("%s %s\n" % (h.address, h.host_key()) for h in hosts))
     _write_inventory(fleet, hosts)
+
+
+def _systemd_mounts() -> list:
+    """What a systemd host's root gets from the host, `(path, path inside, read-only)` each: its
+    seats' files and engine, the simulated GPU and its NVML library, and the Python (with
+    nvidia-ml-py) that Ansible's modules run with, as the plain hosts have them."""
+    python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
+    same = ["/srv", hostlib.DOCKER_SOCKET, os.path.dirname(hostlib.GPU_SOCKET)]
+    read_only = ["/usr/local/sbin", "/usr/bin/docker", str(hostlib.DRIVER_DIR), str(SSH_DIR),
+                 str(python.parent.parent),
+                 # the interpreter the venv's python links to, and its standard library
+                 str(Path(os.path.realpath(python)).parent.parent)]
+    mounts = [(path, path, False) for path in same] + [(path, path, True) for path in read_only]
+    if hostlib.LD_CACHE.exists():
+        mounts.append((str(hostlib.LD_CACHE), "/etc/ld.so.cache", True))
+    if COMPOSE_PLUGIN.exists():
+        mounts.append((str(COMPOSE_PLUGIN), str(COMPOSE_PLUGIN), True))
+    return mounts
 
 
 def _yaml(value) -> str:
@@ -249,7 +273,10 @@ def _write_inventory(fleet: dict, hosts: list) -> None:
                 for g in spec_host["gpus"]]
         lines += ["        %s:" % host.name,
                   "          ansible_host: %s" % host.address,
-                  "          twin_gpus: %s" % _yaml(gpus)]
+                  "          twin_gpus: %s" % _yaml(gpus),
+                  "          twin_kind: %s" % host.kind,
+                  # each tag's local image ID: what a seat pinned by digest names
+                  "          twin_image_ids: %s" % _yaml(host.image_ids(list(fleet["images"])))]
     INVENTORY.write_text("\n".join(lines) + "\n")
 
 

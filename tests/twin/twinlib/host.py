@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .procs import (CommandTimeout, TwinError, alive, is_mounted, ns_inode, pids_in_namespaces, run,
                     terminate, wait_for)
+from .sysroot import RUN_OPTIONS
 
 
 def _instance() -> int:
@@ -81,12 +82,17 @@ def leftover_netns() -> list:
                   if n.startswith(NETNS_PREFIX))
 
 
+SYSTEMD_CONTAINER = "llmfleet-twin-systemd"
+
+
 class Host:
     """A twin host: its names and paths follow from its index and name; `pids` are its
-    daemons' (fakegpud, dockerd, sshd) once started, as the twin's record keeps them."""
+    daemons' (fakegpud, dockerd, and sshd on a plain host) once started, as the twin's record
+    keeps them. On a `systemd` host, sshd runs under systemd, in a container of the host's
+    dockerd (twinlib/sysroot.py)."""
 
-    def __init__(self, index: int, name: str, pids: dict | None = None):
-        self.index, self.name = index, name
+    def __init__(self, index: int, name: str, pids: dict | None = None, kind: str = "plain"):
+        self.index, self.name, self.kind = index, name, kind
         self.address = "%s.%d" % (SUBNET, 11 + index)
         self.netns = NETNS_PREFIX + name
         self.veth = "%s%d" % (VETH_PREFIX, index)
@@ -97,7 +103,7 @@ class Host:
 
     def record(self) -> dict:
         return {"index": self.index, "name": self.name, "address": self.address,
-                "pids": self.pids}
+                "pids": self.pids, "kind": self.kind}
 
     # -- entering the host --
     def enter(self) -> list:
@@ -206,7 +212,35 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         self._spawn("dockerd", ["dockerd", "--data-root", str(self.dir / "docker"),
                                 "--storage-driver=overlay2", "--iptables=false",
                                 "--ip6tables=false"])
-        self._spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.dir / "sshd_config")])
+        if self.kind == "plain":
+            self._spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.dir / "sshd_config")])
+
+    def daemons(self) -> tuple:
+        return ("fakegpud", "dockerd", "sshd") if self.kind == "plain" else ("fakegpud", "dockerd")
+
+    def boot_systemd(self, root: Path, image: str, mounts: list) -> None:
+        """Start the host's systemd: the root imported as an image of the host's dockerd and run
+        with systemd as its PID 1, in the host's network, with `mounts` (in-host paths, each
+        `(path, path inside, read-only)` each) and this host's sshd and its keys."""
+        if not self.docker(["image", "inspect", image], check=False, timeout=60).returncode == 0:
+            self.docker(["import", "--change", 'CMD ["/lib/systemd/systemd"]',
+                         "--change", "ENV container=docker", str(root), image], timeout=300)
+        volumes = []
+        for source, target, read_only in mounts + [(str(self.dir), str(self.dir), True),
+                                                   (str(self.dir / "sshd_config"), "/etc/ssh/sshd_config", True)]:
+            volumes += ["--volume", "%s:%s%s" % (source, target, ":ro" if read_only else "")]
+        self.docker(["run", "--detach", "--name", SYSTEMD_CONTAINER, "--hostname", self.name]
+                    + list(RUN_OPTIONS) + volumes + [image], timeout=120)
+
+    def systemd_running(self) -> bool:
+        """Whether the host's systemd has finished booting (`is-system-running` says
+        running or degraded)."""
+        try:
+            proc = self.docker(["exec", SYSTEMD_CONTAINER, "systemctl", "is-system-running"],
+                               check=False, timeout=20)
+        except CommandTimeout:
+            return False
+        return proc.stdout.strip() in ("running", "degraded")
 
     def wait_ready(self, timeout: float = 60) -> None:
         def up(name: str, check) -> bool:
@@ -220,7 +254,12 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                  lambda: up("fakegpud", lambda: os.path.exists(self.path(GPU_SOCKET))), timeout)
         wait_for("dockerd on " + self.name, lambda: up("dockerd", self._docker_answers), timeout,
                  interval=0.2)
-        wait_for("sshd on " + self.name, lambda: up("sshd", self._ssh_port_open), timeout)
+        if self.kind == "plain":
+            wait_for("sshd on " + self.name, lambda: up("sshd", self._ssh_port_open), timeout)
+
+    def wait_systemd(self, timeout: float = 120) -> None:
+        wait_for("systemd on " + self.name, self.systemd_running, timeout, interval=0.5)
+        wait_for("sshd on " + self.name, self._ssh_port_open, timeout)
 
     def _docker_answers(self) -> bool:
         # A dockerd still starting can accept the connection and answer nothing for a while
@@ -245,6 +284,10 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         self.docker(["import"] + changes + [str(tarball), tag], timeout=300)
 
     # -- looking at it --
+    def image_ids(self, tags: list) -> dict:
+        proc = self.docker(["image", "inspect", "--format", "{{.Id}}"] + tags, timeout=60)
+        return dict(zip(tags, proc.stdout.split()))
+
     def gpu_state(self) -> dict | None:
         try:
             with open(self.path(GPU_STATE), encoding="utf-8") as handle:

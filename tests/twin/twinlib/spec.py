@@ -31,7 +31,10 @@ MAX_HOSTS = 200  # the twin's /24 holds hosts .11 to .210
 
 _TOP_KEYS = {"description", "hosts", "gpus", "images", "image_env", "driver_version",
              "nvml_version", "cuda_driver_version"}
-_HOST_KEYS = {"name", "gpus"}
+_HOST_KEYS = {"name", "gpus", "kind"}
+# `plain`: PID 1 is not systemd (as on this machine); `systemd`: the host's sshd and every SSH
+# session run under a real systemd as PID 1 (twinlib/sysroot.py).
+HOST_KINDS = ("plain", "systemd")
 _GPU_KEYS = {"count", "name", "memory_total_mib", "memory_reserved_mib", "background_used_mib",
              "uuid", "uuids"}
 
@@ -116,7 +119,7 @@ def _expand_gpus(host: str, entries: object, where: str) -> list:
 
 def parse_spec(spec: object, host_count: int | None = None) -> dict:
     """Validate a spec (a parsed JSON value, or None) and return the fleet it describes:
-    {"hosts": [{"name", "gpus": [...]}], "images": {tag: kind}, "driver": {...}}.
+    {"hosts": [{"name", "gpus": [...], "kind"}], "images": {tag: kind}, "driver": {...}}.
     `host_count` is `--hosts N`: the number of hosts when the spec gives none, else a check."""
     spec = {} if spec is None else spec
     _known_keys(spec, _TOP_KEYS, "(top level)")
@@ -151,7 +154,9 @@ def parse_spec(spec: object, host_count: int | None = None) -> dict:
                     "UUIDs unique across the fleet (%s is on %s too)"
                     % (gpu["uuid"], seen_uuids.get(gpu["uuid"])), gpu["uuid"])
             seen_uuids[gpu["uuid"]] = name
-        fleet_hosts.append({"name": name, "gpus": gpus})
+        kind = host.get("kind", "plain")
+        _expect(kind in HOST_KINDS, where + ".kind", " or ".join(HOST_KINDS), kind)
+        fleet_hosts.append({"name": name, "gpus": gpus, "kind": kind})
 
     images = spec.get("images", DEFAULT_IMAGES)
     _expect(isinstance(images, dict) and images, "images", "an object of image tag -> kind",

@@ -68,7 +68,7 @@ def test_read_proc_cgroup_and_why_a_pid_is_unreadable(tmp_path):
     text, why = read_proc_cgroup(43, str(root))
     assert text is None
     assert why == ("PID 43 is not visible here: it exited, or gpu_info runs in another PID namespace "
-                   "(NVML reports host PIDs; run gpu_info on the GPU host itself)")
+                   "(NVML reports host PIDs) and no container of the Docker engine runs it")
 
 
 def test_running_seconds_from_proc_stat(tmp_path):
@@ -121,6 +121,32 @@ def gpus():
             {"pid": 104, "used_mib": 256}, {"pid": 105, "used_mib": 100}, {"pid": 101, "used_mib": None}]},
         {"uuid": "GPU-1", "memory_used_mib": 0, "processes": []},
     ]
+
+
+class HiddenPidsEngine(TableEngine):
+    """An engine that runs PIDs this PID namespace cannot see (gpu_info on a host whose
+    systemd runs in a container)."""
+
+    def __init__(self, records, owners):
+        super().__init__(records)
+        self.owners = owners
+
+    def pid_owners(self):
+        return self.owners
+
+
+def test_a_pid_proc_cannot_show_is_named_by_the_engine_that_runs_it(tmp_path):
+    seat = dict(RECORDS[A], seat="gen-small", image="vllm/vllm-openai:v0.33.0", args=[])
+    engine = HiddenPidsEngine({A: seat}, {7001: A})
+    root = fake_proc(tmp_path, 42, cgroup="0::/\n")
+    hidden = [{"uuid": "GPU-0", "memory_used_mib": 2000, "processes": [
+        {"pid": 7001, "used_mib": 1500}, {"pid": 7002, "used_mib": 100}]}]
+    result, _warnings = attribute_processes(hidden, engine, read_cgroup=lambda pid: read_proc_cgroup(pid, str(root)),
+                                            read_age=lambda pid: None)
+    found, lost = result[0]["processes"]
+    assert (found["container"], found["seat"], found["attribution"]) == ("fv-gen-small-1", "gen-small", None)
+    assert lost["container"] is None and "no container of the Docker engine runs it" in lost["attribution"]
+    assert result[0]["attributed_mib"] == 1500
 
 
 def test_attribution_and_accounting():
