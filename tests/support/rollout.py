@@ -33,10 +33,11 @@ def twin(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def twin_pair():
-    """The fleet's twin, up with its models staged; yields the twin's inventory path."""
+def twin_pair(spec: Path = FLEET / "spec.json"):
+    """The fleet's twin (its hosts as ``spec`` describes them), up with its models staged;
+    yields the twin's inventory path."""
     need_root_and("ip", "dockerd", "sshd" if shutil.which("sshd") else "/usr/sbin/sshd")
-    up = twin("up", "--spec", str(FLEET / "spec.json"))
+    up = twin("up", "--spec", str(spec))
     assert up.returncode == 0, up.stdout + up.stderr
     inventory = up.stdout.strip().splitlines()[-1]
     try:

@@ -1,0 +1,122 @@
+"""Seats run by systemd, on a twin host whose PID 1 is a real systemd (tests/twin/twinlib/
+sysroot.py), beside a plain host, over real SSH: `playbooks/rebalance.yml` deploys a seat pinned
+by its image's digest as a unit, gates it on its journal, changes nothing the second time,
+rolls a failed change back to byte-identical files, and systemd itself restarts a seat whose
+server exited clean."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from support.rollout import (FLEET, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair,
+                             wait_for)
+
+from twinlib import fleet
+from twinlib.host import SYSTEMD_CONTAINER
+from twinlib.sysroot import root_tarball
+
+pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
+
+UNIT = "llmfleet-seat-delta.service"
+
+
+def systemctl_show(*properties: str) -> dict:
+    out = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "systemctl", "show", "--property",
+                                           ",".join(properties), UNIT]).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def seat_state() -> dict:
+    """twin2's seat files and seat containers (not the container its systemd runs in)."""
+    found = state("twin2")
+    found["containers"].pop(SYSTEMD_CONTAINER)
+    return found
+
+
+@pytest.fixture(scope="module")
+def systemd_fleet(tmp_path_factory):
+    """twin2 booted with systemd; its seat delta runs under a unit, its image named by the local
+    image ID (a digest), epsilon stays a compose seat beside it."""
+    if not root_tarball().exists():
+        pytest.skip("no systemd host root: run scripts/install-system-deps (tests/twin/twin build-root)")
+    work = tmp_path_factory.mktemp("systemd-fleet")
+    spec = json.loads((FLEET / "spec.json").read_text())
+    spec["hosts"][1]["kind"] = "systemd"
+    (work / "spec.json").write_text(json.dumps(spec))
+    with twin_pair(work / "spec.json") as inventory:
+        image_ids = yaml.safe_load(open(inventory, encoding="utf-8"))["all"]["children"]["gpu_hosts"]["hosts"][
+            "twin2"]["twin_image_ids"]
+        digest = image_ids["vllm/vllm-openai:v0.33.0"]
+        hosts = fleet_with(work, delta={"runtime": "systemd", "image": digest})
+        yield {"inventory": inventory, "hosts": hosts, "digest": digest, "work": work}
+
+
+def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fleet, tmp_path):
+    rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], tmp_path)
+    section = report_of(tmp_path)["hosts"]["twin2"]
+    assert section["status"] == "applied" and all(g["ok"] for g in section["gates"]), section["gates"]
+    plan = {s["name"]: s for s in section["plan"]["seats"]}
+    assert (plan["delta"]["runtime"], plan["epsilon"]["runtime"]) == ("systemd", "compose")
+    tokens = {g["seat"]: g["measured"] for g in section["gates"] if g["gate"] == "kv_cache_tokens"}
+    assert tokens["delta"] == plan["delta"]["kv_cache_tokens"], "read from the unit's journal"
+    unit = systemctl_show("ActiveState", "UnitFileState", "NRestarts")
+    assert unit == {"ActiveState": "active", "UnitFileState": "enabled", "NRestarts": "0"}
+    linked = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "readlink",
+                                              "/etc/systemd/system/" + UNIT]).stdout.strip()
+    assert linked == "/srv/compose/delta/" + UNIT, "systemctl link: the unit is the seat's own file"
+    files = state("twin2")["files"]
+    assert set(name for name in files if name.startswith("delta/")) == {
+        "delta/seat.env", "delta/serve.sh", "delta/" + UNIT}
+    assert "SEAT_IMAGE='%s'" % systemd_fleet["digest"] in files["delta/seat.env"].decode()
+    unit_text = files["delta/" + UNIT].decode()
+    for policy in ("Restart=always", "StartLimitIntervalSec=0", "OOMScoreAdjust=-500"):
+        assert re.search("^%s$" % policy, unit_text, re.M), policy
+    journal = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "journalctl", "--unit", UNIT,
+                                               "--no-pager", "--output", "cat"]).stdout
+    assert "GPU KV cache size: {:,} tokens".format(plan["delta"]["kv_cache_tokens"]) in journal
+
+
+def test_a_second_run_changes_nothing(systemd_fleet, tmp_path):
+    before = seat_state()
+    proc = rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], tmp_path)
+    assert re.findall(r"^(twin\d)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M) == [
+        ("twin1", "0"), ("twin2", "0")], proc.stdout[-3000:]
+    after = seat_state()
+    assert after["files"] == before["files"]
+    assert {name: cid for name, (cid, _running, _healthy) in after["containers"].items()} == \
+        {name: cid for name, (cid, _running, _healthy) in before["containers"].items()}, "nothing restarted"
+
+
+def test_systemd_restarts_a_seat_whose_server_exited_clean(systemd_fleet):
+    """A worker fault makes vLLM's API server exit 0; Restart=always is what brings it back."""
+    host = fleet.find_host("twin2")
+    first = host.docker(["inspect", "--format", "{{.Id}}", "vllm-delta"]).stdout.strip()
+    host.docker(["stop", "--time", "5", "vllm-delta"])  # SIGTERM: the server shuts down and exits 0
+    assert host.docker(["inspect", "--format", "{{.State.ExitCode}}", "vllm-delta"],
+                       check=False).stdout.strip() in ("0", "")
+    wait_for(lambda: systemctl_show("NRestarts")["NRestarts"] == "1", what="systemd to restart delta")
+    wait_for(lambda: seat_state()["containers"].get("vllm-delta", ("", "", False))[1:] == ("running", True),
+             what="delta's new container to be healthy")
+    assert host.docker(["inspect", "--format", "{{.Id}}", "vllm-delta"]).stdout.strip() != first
+
+
+def test_a_failed_change_rolls_the_systemd_seat_back(systemd_fleet, tmp_path):
+    wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
+                         if running == "running"), what="twin2's seats healthy")
+    before = seat_state()
+    hosts = fleet_with(tmp_path, delta={"runtime": "systemd", "image": systemd_fleet["digest"],
+                                        "max_model_len": 8192, "environment": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    proc = rebalance(hosts, systemd_fleet["inventory"], tmp_path / "report", check=False)
+    assert proc.returncode != 0
+    section = report_of(tmp_path / "report")["hosts"]["twin2"]
+    assert section["status"] == "rolled_back", section
+    assert [g["gate"] for g in section["gates"] if g["seat"] == "delta" and not g["ok"]], \
+        "the fault failed one of delta's gates"
+    assert_rolled_back(before, "twin2")
+    assert systemctl_show("ActiveState")["ActiveState"] == "active"
+    backups = [name for name in seat_state()["files"] if name.startswith("delta/seat.env.bak-")]
+    assert backups, "the rollback keeps the dated backup it restored from"
