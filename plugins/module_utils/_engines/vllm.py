@@ -23,10 +23,12 @@ import re
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
+    matches_printed_gib,
     parse_boot_log,
     reserved_matches,
 )
@@ -387,7 +389,25 @@ def boot_log_gates(seat, boot):
              "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
              % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
                 ": " + boot["errors"][0] if boot.get("errors") else "")),
-    ]
+    ] + _rank_gates(seat, boot)
+
+
+def _rank_gates(seat, boot):
+    """Tensor parallel: every rank's worker (Worker_TP0 ... Worker_TP<n-1>) printed its own
+    reserved-KV line, and each pins the plan's bytes per GPU."""
+    tp = len(seat.get("gpus") or [])
+    if tp < 2:
+        return []
+    planned_bytes = seat["kv_cache_memory_bytes"]
+    printed = boot.get("worker_reserved_kv_gib") or {}
+    expected = ["Worker_TP%d" % rank for rank in range(tp)]
+    wrong = [worker for worker in expected
+             if worker not in printed or not matches_printed_gib(planned_bytes, printed[worker])]
+    return [gate(seat["name"], "kv_reserved_per_rank", not wrong and sorted(printed) == expected, printed,
+                 {worker: "%s" % round(planned_bytes / GIB, 2) for worker in expected},
+                 "%d of %d ranks printed the plan's %s bytes per GPU%s" % (
+                     tp - len(wrong), tp, num(planned_bytes),
+                     "; not %s" % ", ".join("%s (%s)" % (w, printed.get(w, "no line")) for w in wrong) if wrong else ""))]
 
 
 def runtime_probe_gate(seat, prompt_tokens, status, detail):
@@ -411,7 +431,7 @@ def after_boot_gates(seat, host, healthy):
         gates.append(models_gate(seat, models if status == 200 else None))
     try:
         gates.extend(boot_log_gates(seat, parse_boot_log(host.log(seat))))
-    except (DockerError, VllmLogError) as exc:
+    except (DockerError, SystemdError, VllmLogError) as exc:
         gates.append(gate(seat["name"], "boot_log", False, None, "readable",
                           "container %s: %s" % (seat["container"], exc)))
     if healthy and host.runtime_probe:

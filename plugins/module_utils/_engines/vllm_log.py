@@ -31,6 +31,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
 GIB = 1 << 30
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_WORKER = re.compile(r"\AWorker_TP\d+\Z")
 _PROC = re.compile(r"\((?P<proc>[A-Za-z][\w]*) pid=(?P<pid>\d+)\) ")
 _HEADER = re.compile(r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
                      r"\[(?P<src>[^\]\s]+):\d+\] (?P<msg>.*)$")
@@ -91,32 +92,36 @@ class VllmLogError(ValueError):
 
 
 def _split_line(raw):
-    """(level, message) of one log line: vLLM's prefix removed, ANSI colour stripped.
-    ``level`` is None for output that did not go through vLLM's logger."""
+    """(level, message, process) of one log line: vLLM's prefix removed, ANSI colour stripped.
+    ``level`` is None for output that did not go through vLLM's logger; ``process`` is the
+    innermost ``(<proc> pid=N)`` prefix's name (``Worker_TP1``), or None."""
     line = _ANSI.sub("", raw).replace("\r", "")
     header = _HEADER.search(line)
+    prefix = line[:header.start() + 1] if header else line
+    procs = [found.group("proc") for found in _PROC.finditer(prefix)]
+    proc = procs[-1] if procs else None
     if header:
-        return header.group("level"), header.group("msg")
-    proc = _PROC.match(line)
-    return None, line[proc.end():] if proc else line
+        return header.group("level"), header.group("msg"), proc
+    lead = _PROC.match(line)
+    return None, line[lead.end():] if lead else line, proc
 
 
 def _split_boots(lines):
     """The (level, message) lines of each boot, and how many boots began; a boot begins at
     vLLM's version line."""
     boots, current, started = [], [], 0
-    for level, msg in lines:
+    for level, msg, proc in lines:
         if any(pattern.match(msg) for pattern in _VERSION_PATTERNS):
             started += 1
             if current:
                 boots.append(current)
                 current = []
-        current.append((level, msg))
+        current.append((level, msg, proc))
     boots.append(current)
     return boots, started
 
 
-def _matches_printed_gib(num_bytes, printed):
+def matches_printed_gib(num_bytes, printed):
     """Whether ``printed`` is how vLLM renders ``num_bytes`` as GiB (0.33 or 0.10.x style)."""
     gib = num_bytes / GIB
     return printed in ("%s" % round(gib, 2), "%.2f" % gib)
@@ -154,6 +159,8 @@ def _empty_result():
         "no_kv_cache_memory": False, "graph_capture_gib": None,
         "suggested_kv_cache_memory_bytes": None, "server_address": None,
         "init_engine_seconds": None,
+        # tensor parallel: each Worker_TP<n>'s own reserved-KV line, as printed (GiB)
+        "worker_reserved_kv_gib": {},
     }
 
 
@@ -166,7 +173,7 @@ def _read_boot(lines, result):
         if message not in errors:
             errors.append(message)
 
-    for level, msg in lines:
+    for level, msg, proc in lines:
         for pattern in _VERSION_PATTERNS:
             found = pattern.match(msg)
             if found:
@@ -195,6 +202,8 @@ def _read_boot(lines, result):
         if found and result["reserved_kv_gib"] is None:
             result["reserved_kv_gib"] = found.group("gib")
             result["initial_free_gib"] = float(found.group("free"))
+        if found and proc and _WORKER.match(proc):
+            result["worker_reserved_kv_gib"].setdefault(proc, found.group("gib"))
         found = _NON_DEFAULT_KV.match(msg)
         if found:
             exact_kv_bytes = int(found.group("bytes"))
@@ -284,7 +293,7 @@ def _settle_kv_bytes(result, exact_kv_bytes):
     printed = result["reserved_kv_gib"]
     if printed is None:
         return
-    if exact_kv_bytes is not None and _matches_printed_gib(exact_kv_bytes, printed):
+    if exact_kv_bytes is not None and matches_printed_gib(exact_kv_bytes, printed):
         result["kv_cache_memory_bytes"] = exact_kv_bytes
         result["kv_cache_memory_bytes_exact"] = True
     else:
@@ -299,7 +308,7 @@ def reserved_matches(planned_bytes, boot_info):
         return False
     if boot_info.get("kv_cache_memory_bytes_exact"):
         return boot_info["kv_cache_memory_bytes"] == planned_bytes
-    return _matches_printed_gib(planned_bytes, boot_info["reserved_kv_gib"])
+    return matches_printed_gib(planned_bytes, boot_info["reserved_kv_gib"])
 
 
 def boot_info(log=None, container=None, docker=None, since=None, timeout=60,

@@ -34,6 +34,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates impo
     before_start,
     boot_gates,
     memory_gates,
+    rank_memory_gate,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import DEFAULT_RUNTIME, RUNTIMES, run_seat
 
@@ -163,7 +164,10 @@ class Booter:
             return
         if healthy_after is not None:
             boot["boot_s"] = round(up - started + healthy_after, 1)
-        gates += memory_gates(self.plan_gpus, self._cards(), set(seat["gpus"]), self.margin_mib,
+        cards = self._cards()
+        if len(seat["gpus"]) > 1:
+            gates.append(rank_memory_gate(seat, cards))
+        gates += memory_gates(self.plan_gpus, cards, set(seat["gpus"]), self.margin_mib,
                               self.tolerance_mib, "boot")
         self.gates[name].extend(gates)
         boot["outcome"] = FAILED if failed(gates) else READY

@@ -102,6 +102,19 @@ def container_gate(seat, inspect):
                 % (seat["container"], state.get("Status"), restarts, state.get("ExitCode")))
 
 
+def rank_memory_gate(seat, cards):
+    """A seat on several GPUs (one tensor-parallel rank each) holds memory on every one of
+    them: a rank whose worker never came up holds none."""
+    held = seat_mib(cards).get(seat["name"], {})
+    index = {gpu["uuid"]: gpu["index"] for gpu in cards.get("gpus", [])}
+    measured = {"GPU %s" % index.get(uuid, uuid): held.get(uuid, 0) for uuid in seat["gpus"]}
+    missing = [gpu for gpu, mib in measured.items() if not mib]
+    return gate(seat["name"], "memory_per_rank", not missing, measured, "memory held on each of its %d GPUs"
+                % len(seat["gpus"]), "the seat holds %s%s" % (
+                    ", ".join("%s MiB on %s" % (num(mib), gpu) for gpu, mib in measured.items()),
+                    "; nothing on %s" % ", ".join(missing) if missing else ""))
+
+
 def health_gate(seat, status, waited_s, timeout_s):
     return gate(seat["name"], "health", status == 200, status, 200,
                 "GET /health answered %s after %.0f s (timeout %d s)"

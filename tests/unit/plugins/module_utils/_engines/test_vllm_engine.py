@@ -34,6 +34,28 @@ def test_boot_log_gates_say_a_line_is_missing_rather_than_print_none():
     assert "None" not in " ".join(details.values())
 
 
+TP_LOG = """\
+(APIServer pid=1) INFO 12-02 05:47:50 [api_server.py:1] vLLM server version 0.33.0, serving model /m
+(EngineCore pid=20) (Worker_TP0 pid=31) INFO 12-02 05:47:55 [gpu_worker.py:1] Initial free memory 78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
+(EngineCore pid=20) (Worker_TP1 pid=32) INFO 12-02 05:47:55 [gpu_worker.py:1] Initial free memory 78.1 GiB, reserved %s GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
+"""
+
+
+def test_a_tensor_parallel_seat_is_gated_on_every_rank_s_own_kv_line():
+    from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
+    seat = dict(SEAT, gpus=["GPU-a", "GPU-b"], kv_cache_memory_bytes=10388766720)
+    boot = parse_boot_log(TP_LOG % "9.68")
+    assert boot["worker_reserved_kv_gib"] == {"Worker_TP0": "9.68", "Worker_TP1": "9.68"}
+    rank = [g for g in vllm.boot_log_gates(seat, boot) if g["gate"] == "kv_reserved_per_rank"]
+    assert rank and rank[0]["ok"], rank
+    short = [g for g in vllm.boot_log_gates(seat, parse_boot_log(TP_LOG % "4.5")) if g["gate"] == "kv_reserved_per_rank"]
+    assert not short[0]["ok"] and "Worker_TP1 (4.5)" in short[0]["detail"]
+    lost = parse_boot_log("\n".join(line for line in (TP_LOG % "9.68").splitlines() if "TP1" not in line))
+    detail = [g for g in vllm.boot_log_gates(seat, lost) if g["gate"] == "kv_reserved_per_rank"][0]
+    assert not detail["ok"] and "Worker_TP1 (no line)" in detail["detail"]
+    assert not [g for g in vllm.boot_log_gates(SEAT, boot) if g["gate"] == "kv_reserved_per_rank"], "TP=1: none"
+
+
 def test_models_gate_wants_every_name_with_the_planned_length():
     ok = vllm.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 40960}]})
     assert ok["ok"]
