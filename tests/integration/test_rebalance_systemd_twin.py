@@ -22,6 +22,9 @@ from twinlib.sysroot import root_tarball
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 UNIT = "llmfleet-seat-delta.service"
+# A tensor-parallel seat across both of twin2's GPUs, run by systemd like delta.
+TP_SEAT = {"name": "zeta", "tensor_parallel_size": 2, "port": 8203, "served_model_names": ["zeta"],
+           "kv_cache_memory_bytes": "4GiB", "max_model_len": 16384}
 
 
 def systemctl_show(*properties: str) -> dict:
@@ -35,6 +38,18 @@ def seat_state() -> dict:
     found = state("twin2")
     found["containers"].pop(SYSTEMD_CONTAINER)
     return found
+
+
+def systemd_fleet_files(path, digest, **delta):
+    """The twin-pair fleet with delta run by systemd (and ``delta``'s further fields) and zeta,
+    a TP=2 seat like it, on twin2."""
+    hosts = fleet_with(path, delta=dict({"runtime": "systemd", "image": digest}, **delta))
+    twin2 = hosts.parent / "host_vars" / "twin2.yml"
+    host_vars = yaml.safe_load(twin2.read_text())
+    first = dict(host_vars["llmfleet_seats"][0], environment={})
+    host_vars["llmfleet_seats"].append(dict(first, **TP_SEAT))
+    twin2.write_text(yaml.safe_dump(host_vars, sort_keys=False))
+    return hosts
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +66,14 @@ def systemd_fleet(tmp_path_factory):
         image_ids = yaml.safe_load(open(inventory, encoding="utf-8"))["all"]["children"]["gpu_hosts"]["hosts"][
             "twin2"]["twin_image_ids"]
         digest = image_ids["vllm/vllm-openai:v0.33.0"]
-        hosts = fleet_with(work, delta={"runtime": "systemd", "image": digest})
+        hosts = systemd_fleet_files(work, digest)
         yield {"inventory": inventory, "hosts": hosts, "digest": digest, "work": work}
 
 
-def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fleet, tmp_path):
-    rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], tmp_path)
-    section = report_of(tmp_path)["hosts"]["twin2"]
+def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fleet):
+    report = systemd_fleet["work"] / "first"
+    rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], report)
+    section = report_of(report)["hosts"]["twin2"]
     assert section["status"] == "applied" and all(g["ok"] for g in section["gates"]), section["gates"]
     plan = {s["name"]: s for s in section["plan"]["seats"]}
     assert (plan["delta"]["runtime"], plan["epsilon"]["runtime"]) == ("systemd", "compose")
@@ -78,6 +94,21 @@ def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fl
     journal = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "journalctl", "--unit", UNIT,
                                                "--no-pager", "--output", "cat"]).stdout
     assert "GPU KV cache size: {:,} tokens".format(plan["delta"]["kv_cache_tokens"]) in journal
+
+
+def test_a_tensor_parallel_seat_is_placed_rendered_and_gated_per_rank(systemd_fleet):
+    section = report_of(systemd_fleet["work"] / "first")["hosts"]["twin2"]
+    zeta = {s["name"]: s for s in section["plan"]["seats"]}["zeta"]
+    assert len(zeta["gpus"]) == 2 and zeta["runtime"] == "systemd"
+    gates = {g["gate"]: g for g in section["gates"] if g["seat"] == "zeta"}
+    assert gates["kv_reserved_per_rank"]["ok"] and sorted(gates["kv_reserved_per_rank"]["measured"]) == [
+        "Worker_TP0", "Worker_TP1"], gates["kv_reserved_per_rank"]
+    assert gates["memory_per_rank"]["ok"] and len(gates["memory_per_rank"]["measured"]) == 2
+    env = state("twin2")["files"]["zeta/seat.env"].decode()
+    assert all("SEAT_GPU_%d='%s'" % (rank, uuid) in env for rank, uuid in enumerate(zeta["gpus"]))
+    journal = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "journalctl", "--unit",
+                                               "llmfleet-seat-zeta.service", "--no-pager", "--output", "cat"]).stdout
+    assert "(Worker_TP0 pid=" in journal and "(Worker_TP1 pid=" in journal
 
 
 def test_a_second_run_changes_nothing(systemd_fleet, tmp_path):
@@ -108,14 +139,14 @@ def test_a_failed_change_rolls_the_systemd_seat_back(systemd_fleet, tmp_path):
     wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
                          if running == "running"), what="twin2's seats healthy")
     before = seat_state()
-    hosts = fleet_with(tmp_path, delta={"runtime": "systemd", "image": systemd_fleet["digest"],
-                                        "max_model_len": 8192, "environment": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    hosts = systemd_fleet_files(tmp_path, systemd_fleet["digest"], max_model_len=8192,
+                                environment={"FAKE_VLLM_FAULT": "oom_at_boot"})
     proc = rebalance(hosts, systemd_fleet["inventory"], tmp_path / "report", check=False)
     assert proc.returncode != 0
     section = report_of(tmp_path / "report")["hosts"]["twin2"]
     assert section["status"] == "rolled_back", section
     assert [g["gate"] for g in section["gates"] if g["seat"] == "delta" and not g["ok"]], \
-        "the fault failed one of delta's gates"
+        section.get("error")
     assert_rolled_back(before, "twin2")
     assert systemctl_show("ActiveState")["ActiveState"] == "active"
     backups = [name for name in seat_state()["files"] if name.startswith("delta/seat.env.bak-")]

@@ -288,13 +288,13 @@ def free_mib_by_uuid(reading):
 
 
 def seat_mib(reading, compose_project=None):
-    """``{compose service: {uuid: MiB}}``: what each seat holds on each GPU (a TP seat spans
-    several), from the processes attributed to compose services; ``compose_project`` limits it
-    to one project."""
+    """``{seat: {uuid: MiB}}``: what each seat holds on each GPU (a TP seat spans several), from
+    the processes attributed to a seat's container (the collection's label, whatever runtime
+    started it) or else to a compose service; ``compose_project`` limits it to one project."""
     seats = {}
     for gpu in reading_gpus(reading, "gpu_seat_mib"):
         for process in gpu.get("processes") or []:
-            service = process.get("compose_service")
+            service = process.get("seat") or process.get("compose_service")
             if not service or process.get("used_mib") is None:
                 continue
             if compose_project is not None and process.get("compose_project") != compose_project:
