@@ -42,7 +42,9 @@ QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidde
 GEMMA_LIKE = dict(QWEN3_8B, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text")
 THINKING_OFF = ["--default-chat-template-kwargs", '{"enable_thinking": false}']
 TOOLS = ["--enable-auto-tool-choice", "--tool-call-parser"]
-SEAT_KEY = "seat-only-key-" + secrets.token_hex(8)
+# Every key ends in capitals: the checks look for its last four characters (LiteLLM's masked
+# form), which digits and lower-case letters could meet by chance in Ansible's temp-file names.
+SEAT_KEY = "seat-only-key-" + secrets.token_hex(8) + "SQKZ"
 
 # name -> (model config, served names, vLLM flags): one seat per contract under test
 SEATS = {
@@ -163,7 +165,7 @@ def gateway(litellm_bin, tmp_path_factory):
     """The twin's seats behind one proxy, the `dead` seat stopped after the proxy started, and a
     pass-through whose target is the judge's OLD address (nothing listens there any more)."""
     tmp = tmp_path_factory.mktemp("gateway")
-    master_key = "sk-" + secrets.token_hex(16)
+    master_key = "sk-" + secrets.token_hex(16) + "MQZX"
     twin = Twin(tmp)
     try:
         with ReplayServer(["judge"]) as judge:
@@ -312,7 +314,7 @@ def test_dead_route_says_the_gateway_cannot_reach_the_seat(gateway):
     assert "(the gateway cannot reach the seat behind this route)" in proc.stdout, proc.stdout
 
 
-@pytest.mark.parametrize("wrong_key", ["sk-llmfleet-wrong-key-0123456789", "not-a-virtual-key-9876"])
+@pytest.mark.parametrize("wrong_key", ["sk-llmfleet-wrong-key-0123456789WQZX", "not-a-virtual-key-9876-ZQXW"])
 def test_wrong_key_fails_and_is_never_printed(gateway, wrong_key):
     proxy = gateway["proxy"]
     proc = smoke(gateway["tmp"], proxy.url, [{"model": "gen-small", "checks": ["chat"]}],

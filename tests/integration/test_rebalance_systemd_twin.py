@@ -7,11 +7,13 @@ server exited clean."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
 import yaml
 
+from conftest import REPO_ROOT, run_ansible
 from support.rollout import (FLEET, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair,
                              wait_for)
 
@@ -23,8 +25,13 @@ pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 UNIT = "llmfleet-seat-delta.service"
 # A tensor-parallel seat across both of twin2's GPUs, run by systemd like delta.
+# Its first long request allocates LONG_MIB_PER_KTOKEN MiB per 1,024 tokens of max_model_len on
+# each rank (the stand-in's runtime activations): what the ladder must find.
+LONG_MIB_PER_KTOKEN = 1500
 TP_SEAT = {"name": "zeta", "tensor_parallel_size": 2, "port": 8203, "served_model_names": ["zeta"],
-           "kv_cache_memory_bytes": "4GiB", "max_model_len": 16384}
+           "kv_cache_memory_bytes": "4GiB", "max_model_len": 16384,
+           "environment": {"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": str(LONG_MIB_PER_KTOKEN)}}
+LADDER = REPO_ROOT / "playbooks" / "ladder.yml"
 
 
 def systemctl_show(*properties: str) -> dict:
@@ -46,8 +53,7 @@ def systemd_fleet_files(path, digest, **delta):
     hosts = fleet_with(path, delta=dict({"runtime": "systemd", "image": digest}, **delta))
     twin2 = hosts.parent / "host_vars" / "twin2.yml"
     host_vars = yaml.safe_load(twin2.read_text())
-    first = dict(host_vars["llmfleet_seats"][0], environment={})
-    host_vars["llmfleet_seats"].append(dict(first, **TP_SEAT))
+    host_vars["llmfleet_seats"].append(dict(host_vars["llmfleet_seats"][0], **TP_SEAT))
     twin2.write_text(yaml.safe_dump(host_vars, sort_keys=False))
     return hosts
 
@@ -151,3 +157,41 @@ def test_a_failed_change_rolls_the_systemd_seat_back(systemd_fleet, tmp_path):
     assert systemctl_show("ActiveState")["ActiveState"] == "active"
     backups = [name for name in seat_state()["files"] if name.startswith("delta/seat.env.bak-")]
     assert backups, "the rollback keeps the dated backup it restored from"
+
+
+def free_mib(uuid: str) -> int:
+    """A simulated GPU's free MiB, from its driver's state."""
+    gpu = next(g for g in fleet.find_host("twin2").gpu_state()["gpus"] if g["uuid"] == uuid)
+    held = sum(p["used_mib"] for p in gpu["processes"])
+    return gpu["memory_total_mib"] - gpu["memory_reserved_mib"] - gpu["background_used_mib"] - held
+
+
+def test_the_ladder_finds_the_largest_context_that_survives_a_long_request(systemd_fleet, tmp_path):
+    """The stand-in's ground truth: a rung boots with zeta's footprint unchanged (its KV is
+    pinned), then its first long request needs LONG_MIB_PER_KTOKEN MiB per 1,024 tokens on each
+    rank, out of what the boot left free, with the rebalance's margin (512 MiB) to spare."""
+    zeta = {s["name"]: s for s in report_of(systemd_fleet["work"] / "first")["hosts"]["twin2"]["plan"]["seats"]}["zeta"]
+    wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
+                         if running == "running"), what="twin2's seats healthy")
+    free = min(free_mib(uuid) for uuid in zeta["gpus"])
+    values = list(range(16384, 32768 + 1, 4096))
+    survives = [v for v in values if math.ceil(LONG_MIB_PER_KTOKEN * v / 1024) <= free - 512]
+    assert values[0] in survives and values[-1] not in survives, "the ground truth lies inside the ladder"
+    proc = run_ansible(["ansible-playbook", "-i", str(systemd_fleet["hosts"]), "-i", systemd_fleet["inventory"],
+                        str(LADDER), "-e", "seat=zeta", "-e", "ladder_high=32768",
+                        "-e", "llmfleet_report_dir=%s" % tmp_path], timeout=900)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    result = json.loads((tmp_path / "ladder.json").read_text())
+    assert result["best"] == max(survives) and result["suggested"] == {"seat": "zeta", "max_model_len": max(survives)}
+    assert [r["value"] for r in result["rungs"]][0] == 32768, "the upper end first"
+    for rung in result["rungs"]:
+        assert rung["passed"] == (rung["value"] in survives), rung
+        assert rung["kv_cache_memory_bytes"] == 4 << 30 and rung["max_model_len"] == rung["value"]
+        if rung["passed"]:
+            assert rung["free_mib_after_probe"] and rung["failure_kind"] is None
+        else:
+            assert rung["failure_kind"] == "oom at runtime" and rung["status"] == "rolled_back"
+        assert set(rung["free_mib_after_boot"]) == {"GPU 0", "GPU 1"}, "each rank's card, before the probe"
+    env = seat_state()["files"]["zeta/seat.env"].decode()
+    assert "SEAT_MAX_MODEL_LEN='%d'" % max(survives) in env, "the seat ends on the best rung"
+    assert "best %d (it ran 16384)" % max(survives) in proc.stdout

@@ -410,11 +410,15 @@ def _rank_gates(seat, boot):
                      "; not %s" % ", ".join("%s (%s)" % (w, printed.get(w, "no line")) for w in wrong) if wrong else ""))]
 
 
-def runtime_probe_gate(seat, prompt_tokens, status, detail):
-    return gate(seat["name"], "runtime_probe", status == 200, status, 200,
-                "a %s-token request (max_model_len %s) answered %s%s"
+def runtime_probe_gate(seat, prompt_tokens, status, detail, free_before=None):
+    """The long request's answer, and the free MiB on the seat's GPUs just before it (what the
+    boot left; the request's own memory comes out of it)."""
+    return gate(seat["name"], "runtime_probe", status == 200, {"status": status, "free_mib_before": free_before},
+                {"status": 200}, "a %s-token request (max_model_len %s) answered %s%s%s"
                 % (num(prompt_tokens), num(seat["max_model_len"]), status,
-                   ": " + detail if detail else ""))
+                   " with %s free before it" % ", ".join("%s MiB on %s" % (num(mib), gpu)
+                                                         for gpu, mib in sorted(free_before.items()))
+                   if free_before else "", ": " + detail if detail else ""))
 
 
 def after_boot_gates(seat, host, healthy):
@@ -438,13 +442,14 @@ def after_boot_gates(seat, host, healthy):
         tokens = int(seat["max_model_len"] * host.runtime_probe_fraction)
         body = {"model": seat["served_model_names"][0], "max_tokens": 16,
                 "messages": [{"role": "user", "content": "hello " * tokens}]}
+        free_before = host.free_mib(seat)
         try:
             status, reply = client.call_json("POST", "/v1/chat/completions", body,
                                              timeout=host.health_timeout)
             detail = "" if status == 200 else str(reply)[:300]
         except Unreachable as exc:
             status, detail = None, exc.detail
-        gates.append(runtime_probe_gate(seat, tokens, status, detail))
+        gates.append(runtime_probe_gate(seat, tokens, status, detail, free_before))
         gates.append(host.container_gate(seat))
     return gates
 

@@ -113,7 +113,8 @@ class Booter:
                 "elapsed_s": round(elapsed, 1), "floor_s": round(floor_s(boots), 1),
                 "failed": message}
 
-    def _cards(self):
+    def cards(self):
+        """The cards read now (one reading at a time: the boots share the driver)."""
         with self.cards_lock:
             return self.read_cards()
 
@@ -142,7 +143,7 @@ class Booter:
     def _gated_boot(self, seat):
         name = seat["name"]
         boot = self.boots[name]
-        gates = before_start(seat, self._cards(), self.margin_mib)
+        gates = before_start(seat, self.cards(), self.margin_mib)
         self.gates[name].extend(gates)
         if failed(gates):
             boot["outcome"] = FAILED
@@ -164,7 +165,7 @@ class Booter:
             return
         if healthy_after is not None:
             boot["boot_s"] = round(up - started + healthy_after, 1)
-        cards = self._cards()
+        cards = self.cards()
         if len(seat["gpus"]) > 1:
             gates.append(rank_memory_gate(seat, cards))
         gates += memory_gates(self.plan_gpus, cards, set(seat["gpus"]), self.margin_mib,
@@ -230,15 +231,16 @@ def _check_input(seats, waves, runtimes):
 def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
     _check_input(params["seats"], params["waves"], params["runtimes"])
+    host = SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
+                    params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"])
     booter = Booter(
         params["seats"], params["waves"],
         lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",
                               os.path.join(params["root"], seat["name"]), docker)[1],
         lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
-        SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
-                 params["health_interval"], params["runtime_probe"],
-                 params["runtime_probe_fraction"]),
-        params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
+        host, params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
+    # the probe reports what the boot left free, read as the boots read the cards
+    host.read_cards = booter.cards
     if check_mode:
         boots = [booter.boots[seat["name"]] for seat in booter.order]
         return {"changed": bool(boots), "gates": [], "boots": boots, "actions": [],

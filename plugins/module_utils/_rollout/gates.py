@@ -156,8 +156,11 @@ class SeatHost:
     ``address`` and its log."""
 
     def __init__(self, docker, address="127.0.0.1", api_key=None, health_timeout=HEALTH_TIMEOUT_S,
-                 health_interval=HEALTH_INTERVAL_S, runtime_probe=False, runtime_probe_fraction=0.9):
+                 health_interval=HEALTH_INTERVAL_S, runtime_probe=False, runtime_probe_fraction=0.9,
+                 read_cards=None):
         self.docker = docker
+        # gpu_info's reading now, for the free memory a gate reports (None: not read)
+        self.read_cards = read_cards
         # set when a boot elsewhere on the host failed: waiting on this one is pointless
         self.abandon = threading.Event()
         self.address = address
@@ -175,6 +178,14 @@ class SeatHost:
 
     def container_gate(self, seat):
         return container_gate(seat, self.inspect(seat))
+
+    def free_mib(self, seat):
+        """``{"GPU <index>": free MiB}`` on the seat's GPUs now, or None without a reader."""
+        if self.read_cards is None:
+            return None
+        by_uuid = _cards_by_uuid(self.read_cards())
+        return {"GPU %d" % by_uuid[uuid]["index"]: by_uuid[uuid]["memory_free_mib"]
+                for uuid in seat["gpus"] if uuid in by_uuid}
 
     def log(self, seat):
         """The seat's log since its start, as its runtime keeps it (docker's, the journal)."""

@@ -98,6 +98,7 @@ class Rank:
         self.driver = Driver()
         self.held_mib = 0
         self.torch_mib = 0
+        self.long_request_mib = 0  # charged by the first long request
         self.layout = settings.layout
         self.total_bytes = self._mem_get_info()[1]
 
@@ -198,7 +199,7 @@ class Rank:
                 "while vLLM is profiling during initialization. To fix this, ensure consistent GPU "
                 "memory allocation or isolate vLLM in its own container."
                 % (format_gib(self.snapshot_free), format_gib(after_free))))
-        self.graph_estimate = 0 if s.enforce_eager else s.cuda_graph_mib * MIB
+        self.graph_estimate = 0 if s.enforce_eager else self.graph_mib() * MIB
         if self.graph_estimate:
             self.log.info("graphs", "Graph capturing finished in %.0f secs, took %.2f GiB"
                           % (knobs.boot_delay_s * 0.05, self.graph_estimate / GIB))
@@ -231,7 +232,7 @@ class Rank:
     def capture_and_warm_up(self) -> None:
         s, knobs = self.s, self.knobs
         time.sleep(knobs.boot_delay_s * 0.3)
-        graphs = 0 if s.enforce_eager else s.cuda_graph_mib
+        graphs = 0 if s.enforce_eager else self.graph_mib()
         if graphs:
             self._alloc(graphs, "cuda_graphs")
             self.log.info("graphs", "Graph capturing finished in %.0f secs, took %.2f GiB"
@@ -261,8 +262,27 @@ class Rank:
         self._alloc(s.activation_mib, "activations")
         self._alloc(knobs.runtime_overhead_mib, "workspace")
 
+    def graph_mib(self) -> int:
+        """CUDA graph memory per rank: the base, and what grows with max_num_seqs x context."""
+        s = self.s
+        return s.cuda_graph_mib + math.ceil(self.knobs.graph_mib_per_mtoken * s.max_num_seqs * s.max_model_len / 1e6)
+
     # -- runtime -----------------------------------------------------------------------------
     def execute(self, tokens: int, long_request: bool) -> None:
+        longest = math.ceil(self.knobs.long_request_mib_per_ktoken * self.s.max_model_len / 1024)
+        if long_request and longest and not self.long_request_mib:
+            # the first long request's activations, kept in torch's cache after (seed 003: boot
+            # is not runtime)
+            try:
+                self.driver.alloc(self.uuid, longest, "activations")
+            except OutOfMemory as oom:
+                raise BootError("torch.OutOfMemoryError",
+                                self.oom_message(longest * MIB, oom.free_mib).split(": ", 1)[1],
+                                [("v1/worker/gpu/model_runner.py", 1460, "execute_model",
+                                  "hidden_states = self.model(input_ids, positions)")])
+            self.long_request_mib = longest
+            self.held_mib += longest
+            self.torch_mib += longest
         # like seed 003, the last rank is the one that runs out
         if long_request and self.knobs.fault == "oom_on_long_request" and self.rank == self.s.tp - 1:
             free = self._mem_get_info()[0]

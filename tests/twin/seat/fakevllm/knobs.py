@@ -72,6 +72,11 @@ class Knobs:
         self.weights_bytes = _bytes(env, "FAKE_VLLM_WEIGHTS_BYTES")
         self.activation_mib = _number(env, "FAKE_VLLM_ACTIVATION_MIB", None, int)
         self.cuda_graph_mib = _number(env, "FAKE_VLLM_CUDA_GRAPH_MIB", 512, int)
+        # What grows with the shape the seat asks for (0: nothing, as before): CUDA graphs take
+        # this many MiB more per million of max_num_seqs x max_model_len at capture, and the
+        # first long request this many MiB per 1,024 tokens of max_model_len, kept after.
+        self.graph_mib_per_mtoken = _number(env, "FAKE_VLLM_GRAPH_MIB_PER_MTOKEN", 0.0, float)
+        self.long_request_mib_per_ktoken = _number(env, "FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN", 0.0, float)
         self.runtime_overhead_mib = _number(env, "FAKE_VLLM_RUNTIME_OVERHEAD_MIB", 394, int)
         self.creep_mib = _number(env, "FAKE_VLLM_CREEP_MIB", 0, int)
         self.creep_seconds = _number(env, "FAKE_VLLM_CREEP_SECONDS", 60.0, float)

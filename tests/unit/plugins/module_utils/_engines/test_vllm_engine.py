@@ -34,11 +34,12 @@ def test_boot_log_gates_say_a_line_is_missing_rather_than_print_none():
     assert "None" not in " ".join(details.values())
 
 
-TP_LOG = """\
-(APIServer pid=1) INFO 12-02 05:47:50 [api_server.py:1] vLLM server version 0.33.0, serving model /m
-(EngineCore pid=20) (Worker_TP0 pid=31) INFO 12-02 05:47:55 [gpu_worker.py:1] Initial free memory 78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
-(EngineCore pid=20) (Worker_TP1 pid=32) INFO 12-02 05:47:55 [gpu_worker.py:1] Initial free memory 78.1 GiB, reserved %s GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
-"""
+RESERVED = ("Initial free memory 78.1 GiB, reserved %s GiB memory for KV Cache as specified by "
+            "kv_cache_memory_bytes config and skipped memory profiling.")
+TP_LOG = "\n".join([
+    "(APIServer pid=1) INFO 12-02 05:47:50 [api_server.py:1] vLLM server version 0.33.0, serving model /m",
+    "(EngineCore pid=20) (Worker_TP0 pid=31) INFO 12-02 05:47:55 [gpu_worker.py:1] " + RESERVED % "9.68",
+    "(EngineCore pid=20) (Worker_TP1 pid=32) INFO 12-02 05:47:55 [gpu_worker.py:1] " + RESERVED % "%s", ""])
 
 
 def test_a_tensor_parallel_seat_is_gated_on_every_rank_s_own_kv_line():

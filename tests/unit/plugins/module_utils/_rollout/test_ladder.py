@@ -1,0 +1,101 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import ladder
+
+
+def climb(values, passes):
+    """The ladder's search against an oracle; the rungs tried, in order."""
+    results, tried = {}, []
+    while True:
+        value = ladder.next_rung(values, results)
+        if value is None:
+            return tried, results
+        assert value not in results, "a rung is tried once"
+        results[value] = passes(value)
+        tried.append(value)
+
+
+def test_the_grid_runs_from_what_fits_now_to_the_upper_end_on_the_step():
+    assert ladder.rungs(16384, 40960, 4096) == [16384, 20480, 24576, 28672, 32768, 36864, 40960]
+    assert ladder.rungs(16384, 30000, 8192) == [16384, 24576, 30000]
+    assert ladder.rungs(4096, 4096, 4096) == [4096]
+    with pytest.raises(ladder.LadderError, match="ladder high: expected at least what the seat runs now"):
+        ladder.rungs(32768, 16384, 4096)
+    with pytest.raises(ladder.LadderError, match="ladder_step: expected a positive integer"):
+        ladder.rungs(1, 2, 0)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_bisection_finds_the_last_passing_rung_in_few_windows(seed):
+    rng = random.Random(seed)
+    values = ladder.rungs(8192, 8192 + 4096 * rng.randint(0, 40), 4096)
+    threshold = rng.choice(values)  # every rung up to it passes
+    tried, results = climb(values, lambda value: value <= threshold)
+    assert max(v for v in [values[0]] + tried if results.get(v, True)) == threshold
+    assert len(tried) <= math.ceil(math.log2(len(values))) + 1
+
+
+def test_the_upper_end_is_tried_first_and_the_seed_night_is_three_windows():
+    values = ladder.rungs(16384, 40960, 4096)
+    tried, _results = climb(values, lambda value: value <= 28672)
+    assert tried == [40960, 28672, 32768]
+    tried, _results = climb(values, lambda value: True)
+    assert tried == [40960], "the whole range fits: one window"
+
+
+def test_a_failed_rung_says_what_failed():
+    def section(*failed, error=""):
+        return {"gates": [{"seat": "z", "gate": g, "ok": False, "detail": "d"} for g in failed]
+                + [{"seat": "z", "gate": "health", "ok": True}], "error": error}
+    assert ladder.failure_kind(section("runtime_probe", "memory_per_rank")) == "oom at runtime"
+    assert ladder.failure_kind(section("no_oom", "health")) == "oom at boot (weights, profile or graph capture)"
+    assert ladder.failure_kind(section("vllm_startup_check")) == "startup check"
+    assert ladder.failure_kind(section("health")) == "health"
+    assert ladder.failure_kind(section("kv_cache_tokens")) == "gate kv_cache_tokens"
+    assert ladder.failure_kind(section(error="the plan refused it")) == "refused: the plan refused it"
+
+
+PLAN = {"gpus": [{"uuid": "GPU-a", "spare_mib": 1000}, {"uuid": "GPU-b", "spare_mib": 300}],
+        "seats": [{"name": "z", "gpus": ["GPU-a", "GPU-b"], "kv_rule": "pinned 4 GiB", "kv_cache_tokens": 58240,
+                   "max_model_len": 16384, "kv_cache_memory_bytes": 4 << 30, "launch": {"max_num_seqs": 8}},
+                  {"name": "s", "gpus": ["GPU-a"], "kv_rule": "rule 1.25x", "kv_cache_tokens": 40960,
+                   "max_model_len": 32768, "kv_cache_memory_bytes": 1 << 30, "launch": {}}]}
+
+
+def test_the_upper_end_is_the_arithmetic_s():
+    assert ladder.upper_bound(PLAN, "z", "max_model_len", 262144) == 58240, "a pinned budget holds 58,240"
+    assert ladder.upper_bound(PLAN, "s", "max_model_len", 131072) == 131072, "a sized budget grows"
+    assert ladder.upper_bound(PLAN, "z", "max_num_seqs") == 3
+    assert ladder.upper_bound(PLAN, "z", "kv_cache_memory_bytes") == (4 << 30) + 300 * 2 ** 20, "the smaller spare"
+    assert ladder.current_value(PLAN, "z", "max_num_seqs") == 8
+    with pytest.raises(ladder.LadderError, match="seat s: the model's published context window is unknown"):
+        ladder.upper_bound(PLAN, "s", "max_model_len", None)
+    with pytest.raises(ladder.LadderError, match="seat: expected one of the plan's seats"):
+        ladder.upper_bound(PLAN, "nope", "max_model_len", 1)
+
+
+def test_a_rung_changes_one_seat_s_knob_and_nothing_else():
+    seats = [{"name": "z", "max_model_len": 16384}, {"name": "s", "max_model_len": 4096}]
+    assert ladder.with_knob(seats, "z", "max_model_len", 28672) == [
+        {"name": "z", "max_model_len": 28672}, {"name": "s", "max_model_len": 4096}]
+    assert seats[0]["max_model_len"] == 16384
+    with pytest.raises(ladder.LadderError, match="ladder_knob: expected one of"):
+        ladder.with_knob(seats, "z", "block_size", 16)
+    with pytest.raises(ladder.LadderError, match="seat: expected the name of one of the host's llmfleet_seats"):
+        ladder.with_knob(seats, "x", "max_model_len", 1)
+
+
+def test_the_result_keeps_the_best_passing_rung_and_says_what_to_change():
+    records = [{"value": 40960, "passed": False}, {"value": 28672, "passed": True}, {"value": 32768, "passed": False}]
+    out = ladder.result("z", "max_model_len", 4096, ladder.rungs(16384, 40960, 4096), records)
+    assert (out["best"], out["before"], out["suggested"]) == (28672, 16384, {"seat": "z", "max_model_len": 28672})
+    none = ladder.result("z", "max_model_len", 4096, [16384, 20480], [{"value": 20480, "passed": False}])
+    assert (none["best"], none["suggested"]) == (16384, None)
