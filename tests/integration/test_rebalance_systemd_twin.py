@@ -21,7 +21,7 @@ from twinlib import fleet
 from twinlib.host import SYSTEMD_CONTAINER
 from twinlib.sysroot import root_tarball
 
-pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
+pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.systemd, pytest.mark.slow]
 
 UNIT = "llmfleet-seat-delta.service"
 # A tensor-parallel seat across both of twin2's GPUs, run by systemd like delta.

@@ -130,7 +130,7 @@ def rung_record(knob, value, seat_name, section, passed):
         "max_num_seqs": (plan.get("launch") or {}).get("max_num_seqs"),
         # what the boot left free (read just before the probe), and what the probe left
         "free_mib_after_boot": probe.get("free_mib_before"),
-        "free_mib_after_probe": {gpu: mib for gpu, mib in sorted(boot_free.items())} if passed else None,
+        "free_mib_after_probe": dict(sorted(boot_free.items())) if passed else None,
         "failed_gates": ["%s %s: %s" % (g.get("seat"), g.get("gate"), g.get("detail"))
                          for g in section.get("gates", []) if not g.get("ok")],
         "status": section.get("status"),
