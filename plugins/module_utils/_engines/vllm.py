@@ -384,7 +384,8 @@ def boot_log_gates(seat, boot):
                  seat["max_concurrency"])),
         gate(name, "no_oom", boot.get("oom_events", 0) == 0 and boot.get("autotuner_oom_fallbacks", 0) == 0,
              {"oom_events": boot.get("oom_events", 0),
-              "autotuner_oom_fallbacks": boot.get("autotuner_oom_fallbacks", 0)},
+              "autotuner_oom_fallbacks": boot.get("autotuner_oom_fallbacks", 0),
+              "phases": sorted(set(boot.get("oom_phases") or []))},
              {"oom_events": 0, "autotuner_oom_fallbacks": 0},
              "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
              % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
@@ -393,21 +394,22 @@ def boot_log_gates(seat, boot):
 
 
 def _rank_gates(seat, boot):
-    """Tensor parallel: every rank's worker (Worker_TP0 ... Worker_TP<n-1>) printed its own
-    reserved-KV line, and each pins the plan's bytes per GPU."""
+    """Tensor parallel: every rank's worker (Worker_TP0 ... Worker_TP<n-1>, or Ray's and V0's
+    worker processes) printed its own reserved-KV line, and each pins the plan's bytes per GPU."""
     tp = len(seat.get("gpus") or [])
     if tp < 2:
         return []
     planned_bytes = seat["kv_cache_memory_bytes"]
     printed = boot.get("worker_reserved_kv_gib") or {}
-    expected = ["Worker_TP%d" % rank for rank in range(tp)]
-    wrong = [worker for worker in expected
-             if worker not in printed or not matches_printed_gib(planned_bytes, printed[worker])]
-    return [gate(seat["name"], "kv_reserved_per_rank", not wrong and sorted(printed) == expected, printed,
-                 {worker: "%s" % round(planned_bytes / GIB, 2) for worker in expected},
+    wrong = sorted(worker for worker, gib in printed.items() if not matches_printed_gib(planned_bytes, gib))
+    missing = ["Worker_TP%d" % rank for rank in range(tp) if "Worker_TP%d" % rank not in printed] \
+        if all(worker.startswith("Worker_TP") for worker in printed) else []
+    ok = len(printed) == tp and not wrong and not missing
+    return [gate(seat["name"], "kv_reserved_per_rank", ok, printed, {"ranks": tp, "gib": "%s" % round(planned_bytes / GIB, 2)},
                  "%d of %d ranks printed the plan's %s bytes per GPU%s" % (
-                     tp - len(wrong), tp, num(planned_bytes),
-                     "; not %s" % ", ".join("%s (%s)" % (w, printed.get(w, "no line")) for w in wrong) if wrong else ""))]
+                     len(printed) - len(wrong), tp, num(planned_bytes),
+                     "; not %s" % ", ".join(["%s (%s)" % (w, printed[w]) for w in wrong]
+                                            + ["%s (no line)" % w for w in missing]) if wrong or missing else ""))]
 
 
 def runtime_probe_gate(seat, prompt_tokens, status, detail, free_before=None):

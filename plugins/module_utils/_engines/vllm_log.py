@@ -16,7 +16,17 @@ Pure standard library. The patterns follow vLLM's own format strings from 0.10.1
 * GiB values: 0.33's ``format_gib`` is ``str(round(x, 2))`` (``5.5``), 0.10.x used ``%.2f``
   (``5.50``, and ``22.00GiB`` without a space in the "reserved" line);
 * 0.33 prints the capacity as one line, 0.10.x as two (``GPU KV cache size``, then
-  ``Maximum concurrency``); 0.10.x said ``models's max seq len`` in the admission error.
+  ``Maximum concurrency``); 0.10.x said ``models's max seq len`` in the admission error;
+* the V0 engine (0.5 ... 0.10) wrote ``file.py:N]`` without the bracket, ``Loading model weights
+  took 14.99 GB`` (GB meaning GiB) and ``# GPU blocks: N, # CPU blocks: M`` instead of a token
+  capacity;
+* Ray nests prefixes (``(EngineCore_0 pid=..) (RayWorkerWrapper pid=..)``): a line belongs to the
+  innermost process, and each rank's worker prints its own reserved-KV line;
+* a speculative draft model prints its own ``Using max model len`` after the target's, which is
+  the seat's;
+* an OOM is torch's ``OutOfMemoryError`` or ``CUDA error: out of memory`` (``torch.AcceleratorError``,
+  ``RuntimeError``), or a FlashInfer autotuner fall-back, each counted once with where the boot
+  was: loading weights, profiling, capturing graphs (after the KV allocation) or serving.
 
 A container log can hold several boots (``restart: always``); the figures describe the last.
 """
@@ -31,10 +41,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
 GIB = 1 << 30
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_WORKER = re.compile(r"\AWorker_TP\d+\Z")
+# the processes that hold one rank each: vLLM's multiproc workers, Ray's, V0's
+_WORKER = re.compile(r"\A(?:Worker_TP\d+|RayWorkerWrapper|VllmWorkerProcess)\Z")
 _PROC = re.compile(r"\((?P<proc>[A-Za-z][\w]*) pid=(?P<pid>\d+)\) ")
+# "[file.py:N]" since 0.8; "file.py:N]" before
 _HEADER = re.compile(r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
-                     r"\[(?P<src>[^\]\s]+):\d+\] (?P<msg>.*)$")
+                     r"\[?(?P<src>[^\]\s]+):\d+\] (?P<msg>.*)$")
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 
 _VERSION_PATTERNS = (
@@ -43,7 +55,7 @@ _VERSION_PATTERNS = (
     re.compile(r"^vLLM API server version (?P<version>\S+)$"),           # 0.10.x
 )
 _LOGO_MODEL = re.compile(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*model\s+(?P<model>.+?)\s*$")
-_ENGINE_VERSION = re.compile(r"Initializing a V1 LLM engine \(v(?P<version>[^)]+)\)")
+_ENGINE_VERSION = re.compile(r"Initializing (?:a V[01] |an )LLM engine \(v(?P<version>[^)]+)\)")
 
 _CAPACITY = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: "
@@ -55,7 +67,18 @@ _RESERVED = re.compile(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, res
                        r"(?P<gib>" + _NUMBER + r") ?GiB memory for KV Cache")
 _NON_DEFAULT_KV = re.compile(r"^non-default args: .*'kv_cache_memory_bytes': (?P<bytes>\d+)")
 _AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") GiB")
-_WEIGHTS = re.compile(r"^Model loading took (?P<gib>" + _NUMBER + r") GiB (?:memory )?and")
+# V1: "Model loading took 7.63 GiB memory and ..."; V0: "Loading model weights took 14.99 GB"
+# and "Model loading took 0.47 GB and ..." (GB there is vLLM's name for GiB)
+_WEIGHTS = re.compile(r"^(?:Model loading|Loading model weights) took (?P<gib>" + _NUMBER + r") Gi?B(?: |$)")
+# V0's block counts: "# GPU blocks: 10039, # CPU blocks: 1310"
+_V0_BLOCKS = re.compile(r"# GPU blocks: (?P<gpu>\d+), # CPU blocks: (?P<cpu>\d+)")
+# Where in the boot an OOM happened: the phase the log was in (each marker ends one).
+_PHASE_ENDS = (("weights", _WEIGHTS), ("profile", re.compile(r"KV cache size: |# GPU blocks: |reserved .* for KV Cache")),
+               ("graph capture", re.compile(r"^Graph capturing finished|^init engine |^INFO:\s+Application startup complete")))
+# An OOM where it happened (not the engine's "Worker failed with error 'CUDA out of memory...'"
+# that reports it again): torch's OutOfMemoryError, or the CUDA error torch.AcceleratorError
+# and RuntimeError carry.
+_OOM_DETAIL = re.compile(r"\ACUDA error: out of memory")
 _GRAPHS = re.compile(r"^Graph capturing finished in \d+ secs, took (?P<gib>" + _NUMBER + r") GiB")
 _SUGGESTION = re.compile(r"`--kv-cache-memory=(?P<fit>-?\d+)`.*?`--kv-cache-memory=(?P<full>-?\d+)`")
 _INIT_ENGINE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took "
@@ -94,11 +117,11 @@ class VllmLogError(ValueError):
 def _split_line(raw):
     """(level, message, process) of one log line: vLLM's prefix removed, ANSI colour stripped.
     ``level`` is None for output that did not go through vLLM's logger; ``process`` is the
-    innermost ``(<proc> pid=N)`` prefix's name (``Worker_TP1``), or None."""
+    innermost ``(<proc> pid=N)`` prefix's ``(name, pid)`` (``("Worker_TP1", "31")``), or None."""
     line = _ANSI.sub("", raw).replace("\r", "")
     header = _HEADER.search(line)
     prefix = line[:header.start() + 1] if header else line
-    procs = [found.group("proc") for found in _PROC.finditer(prefix)]
+    procs = [(found.group("proc"), found.group("pid")) for found in _PROC.finditer(prefix)]
     proc = procs[-1] if procs else None
     if header:
         return header.group("level"), header.group("msg"), proc
@@ -159,8 +182,13 @@ def _empty_result():
         "no_kv_cache_memory": False, "graph_capture_gib": None,
         "suggested_kv_cache_memory_bytes": None, "server_address": None,
         "init_engine_seconds": None,
-        # tensor parallel: each Worker_TP<n>'s own reserved-KV line, as printed (GiB)
+        # tensor parallel: each worker's own reserved-KV line, as printed (GiB), by its process
+        # (Worker_TP<n>, or "RayWorkerWrapper pid=N" under Ray)
         "worker_reserved_kv_gib": {},
+        # V0's "# GPU blocks" (it printed no token capacity)
+        "num_gpu_blocks": None,
+        # where each OOM event happened: weights, profile, graph capture or runtime
+        "oom_phases": [],
     }
 
 
@@ -173,7 +201,16 @@ def _read_boot(lines, result):
         if message not in errors:
             errors.append(message)
 
+    phase = ["weights"]
     for level, msg, proc in lines:
+        if _AUTOTUNER_OOM.search(msg):
+            result["autotuner_oom_fallbacks"] += 1
+            result["oom_phases"].append(phase[0])
+        for name, marker in _PHASE_ENDS:
+            if phase[0] == name and marker.search(msg):
+                phase[0] = {"weights": "profile", "profile": "graph capture", "graph capture": "runtime"}[name]
+        if _STARTUP_COMPLETE.match(msg):
+            phase[0] = "runtime"
         for pattern in _VERSION_PATTERNS:
             found = pattern.match(msg)
             if found:
@@ -195,15 +232,23 @@ def _read_boot(lines, result):
         if found and result["max_concurrency"] is None:
             result["max_concurrency"] = float(found.group("conc"))
             result["max_model_len"] = int(found.group("len").replace(",", ""))
-        found = _MAX_LEN.match(msg) or _AUTO_FIT.match(msg)
+        found = _MAX_LEN.match(msg)
+        # the first is the target model's: a speculative draft model prints its own after it
+        if found and configured_len is None:
+            configured_len = int(found.group("len"))
+        found = _AUTO_FIT.match(msg)
         if found:
             configured_len = int(next(value for value in found.groups() if value))
+        found = _V0_BLOCKS.search(msg)
+        if found and result["num_gpu_blocks"] is None:
+            result["num_gpu_blocks"] = int(found.group("gpu"))
         found = _RESERVED.search(msg)
         if found and result["reserved_kv_gib"] is None:
             result["reserved_kv_gib"] = found.group("gib")
             result["initial_free_gib"] = float(found.group("free"))
-        if found and proc and _WORKER.match(proc):
-            result["worker_reserved_kv_gib"].setdefault(proc, found.group("gib"))
+        if found and proc and _WORKER.match(proc[0]):
+            result["worker_reserved_kv_gib"].setdefault(proc[0] if proc[0].startswith("Worker_TP") else
+                                                        "%s pid=%s" % proc, found.group("gib"))
         found = _NON_DEFAULT_KV.match(msg)
         if found:
             exact_kv_bytes = int(found.group("bytes"))
@@ -235,17 +280,20 @@ def _read_boot(lines, result):
             result["engine_dead"] = True
 
         _read_failure(msg, result)
-        if _AUTOTUNER_OOM.search(msg):
-            result["autotuner_oom_fallbacks"] += 1
 
         exception = _EXCEPTION.match(msg)
         value_error = _PYDANTIC_VALUE_ERROR.match(msg)
         argparse_error = _ARGPARSE.match(msg)
         if exception:
             add_error(msg)
-            if exception.group("name").endswith("OutOfMemoryError"):
+            # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError, "CUDA error: out of memory"
+            # from torch.AcceleratorError or RuntimeError
+            oom = exception.group("name").endswith("OutOfMemoryError") or \
+                _OOM_DETAIL.match(exception.group("detail") or "")
+            if oom and msg not in torch_ooms:
                 # the same exception is printed by the worker's logger and again on stderr
                 torch_ooms.add(msg)
+                result["oom_phases"].append(phase[0])
         elif value_error:
             add_error("ValueError: " + value_error.group("detail"))
         elif argparse_error:

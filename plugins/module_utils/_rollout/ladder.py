@@ -24,7 +24,7 @@ KNOBS = ("max_model_len", "max_num_seqs", "kv_cache_memory_bytes")
 # A failed gate -> the kind of failure a rung reports, in the order they are told apart.
 _FAILURE_KINDS = (
     ("runtime_probe", "oom at runtime"),
-    ("no_oom", "oom at boot (weights, profile or graph capture)"),
+    ("no_oom", "oom at boot"),
     ("vllm_startup_check", "startup check"),
     ("free_mib_before_start", "startup check"),
     ("runtime_start", "start"),
@@ -108,7 +108,9 @@ def failure_kind(section):
     names = [gate.get("gate") for gate in failed]
     for name, kind in _FAILURE_KINDS:
         if name in names:
-            return kind
+            # the boot log says where: weights, profile, graph capture, runtime
+            phases = next(((g.get("measured") or {}).get("phases") for g in failed if g.get("gate") == "no_oom"), None)
+            return "oom at %s" % phases[0] if name == "no_oom" and phases else kind
     if failed:
         return "gate %s" % names[0]
     return "refused: %s" % section["error"] if section.get("error") else None

@@ -56,7 +56,7 @@ def test_a_failed_rung_says_what_failed():
         return {"gates": [{"seat": "z", "gate": g, "ok": False, "detail": "d"} for g in failed]
                 + [{"seat": "z", "gate": "health", "ok": True}], "error": error}
     assert ladder.failure_kind(section("runtime_probe", "memory_per_rank")) == "oom at runtime"
-    assert ladder.failure_kind(section("no_oom", "health")) == "oom at boot (weights, profile or graph capture)"
+    assert ladder.failure_kind(section("no_oom", "health")) == "oom at boot"
     assert ladder.failure_kind(section("vllm_startup_check")) == "startup check"
     assert ladder.failure_kind(section("health")) == "health"
     assert ladder.failure_kind(section("kv_cache_tokens")) == "gate kv_cache_tokens"
