@@ -78,7 +78,9 @@ def systemd_fleet(tmp_path_factory):
 
 def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fleet):
     report = systemd_fleet["work"] / "first"
-    rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], report)
+    proc = rebalance(systemd_fleet["hosts"], systemd_fleet["inventory"], report)
+    assert "| delta | systemd | `%s` (pinned by digest) |" % systemd_fleet["digest"] in proc.stdout, \
+        "the plan shows what each seat runs"
     section = report_of(report)["hosts"]["twin2"]
     assert section["status"] == "applied" and all(g["ok"] for g in section["gates"]), section["gates"]
     plan = {s["name"]: s for s in section["plan"]["seats"]}

@@ -74,6 +74,11 @@ def plan_markdown(plan):
         lines.append("| %d | %s | %s | %s | %s | %s |" % (
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
+    lines += ["", "| seat | runtime | image |", "|---|---|---|"]
+    for seat in plan["seats"]:
+        image = (seat.get("launch") or {}).get("image", "")
+        lines.append("| %s | %s | `%s`%s |" % (seat["name"], seat.get("runtime", "compose"), image,
+                                               " (pinned by digest)" if "sha256:" in image else ""))
     written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
                for seat in plan["seats"] if seat.get("declared_sizes")]
     if written:
@@ -86,12 +91,13 @@ def plan_markdown(plan):
 
 def cards_summary(cards):
     """Per GPU of a gpu_info result: index, uuid, total/used/free MiB and who holds memory (the
-    seat's compose service, else the container, else the PID)."""
+    seat, else the compose service, else the container, else the PID)."""
     summary = []
     for gpu in (cards or {}).get("gpus", []):
         holders = {}
         for process in gpu.get("processes") or []:
-            who = process.get("compose_service") or process.get("container") or "pid %s" % process.get("pid")
+            who = process.get("seat") or process.get("compose_service") or process.get("container") \
+                or "pid %s" % process.get("pid")
             holders[who] = holders.get(who, 0) + (process.get("used_mib") or 0)
         summary.append({key: gpu.get(key) for key in (
             "index", "uuid", "memory_total_mib", "memory_used_mib", "memory_free_mib")})
