@@ -5,6 +5,7 @@ and the driver's state.json: its CLI, boot log, memory, endpoints and failure mo
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -558,6 +559,42 @@ def test_oom_on_the_first_long_request_kills_the_engine_and_the_server_exits_0(g
                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB.",
                    "AsyncLLM output_handler failed.", "EngineDeadError", "INFO:     Shutting down")
     assert gpus.processes(GPU0) == []
+
+
+def test_graph_memory_grows_with_the_shape_asked_and_a_larger_one_ooms_at_capture(gpus, seats, models):
+    """What the ladder finds: CUDA graphs for max_num_seqs x max_model_len, while the pinned KV
+    stays exactly what was asked."""
+    knob = {"FAKE_VLLM_GRAPH_MIB_PER_MTOKEN": "40000"}
+    small = seats(models("qwen3-8b", QWEN3_8B), *PINNED, "--max-num-seqs", "16", env=knob)
+    graphs = 512 + math.ceil(40000 * 16 * 32768 / 1e6)
+    assert "Graph capturing finished in 0 secs, took %.2f GiB" % (graphs / 1024) in small.output
+    assert "reserved 8.0 GiB memory for KV Cache" in small.output
+    small.close()
+    large = seats(models("qwen3-8b", QWEN3_8B), *PINNED, "--max-num-seqs", "64", env=knob, wait=False)
+    assert large.wait_exit() == 1
+    lines_in_order(large.output, "reserved 8.0 GiB memory for KV Cache",
+                   "self.cudagraph_manager.capture(", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert gpus.processes(GPU0) == []
+
+
+def test_the_first_long_request_takes_memory_for_the_context_and_keeps_it(gpus, seats, models):
+    def held():
+        return sum(p["used_mib"] for p in gpus.processes(GPU0))
+
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, "--default-chat-template-kwargs",
+                 '{"enable_thinking": false}', env={"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": "100"})
+    booted = held()
+    assert seat.chat([{"role": "user", "content": "short"}])[0] == 200 and held() == booted
+    assert seat.chat([{"role": "user", "content": "long [runaway]"}], max_tokens=30000)[0] == 200
+    assert held() == booted + 100 * 32768 // 1024, "charged once, by the first long request, and kept"
+    assert seat.chat([{"role": "user", "content": "long [runaway]"}], max_tokens=30000)[0] == 200
+    assert held() == booted + 3200
+    seat.close()
+    greedy = seats(models("qwen3-8b", QWEN3_8B), *PINNED, "--default-chat-template-kwargs",
+                   '{"enable_thinking": false}', env={"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": "3000",
+                                                       "FAKE_VLLM_WATCHDOG_S": "0.5"})
+    assert greedy.chat([{"role": "user", "content": "long [runaway]"}], max_tokens=30000)[0] == 500
+    assert greedy.wait_exit() == 0, "boot is not runtime: the server exits clean"
 
 
 def test_health_stuck_at_503(seats, models):

@@ -110,3 +110,23 @@ def test_a_pinned_or_opted_in_image_passes():
                    {"image": "registry:5000/vllm", "allow_floating_image": True}):
         spec = normalize_host("box", GPUS, [seat(**fields)])
         assert spec["seats"][0]["runtime"] == fields.get("runtime", "compose")
+
+
+def test_a_tp4_seat_gets_one_device_per_rank_and_is_gated_on_four_workers(tmp_path):
+    from ansible_collections.llmfleet.seats.plugins.module_utils._engines import vllm
+    from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
+    seat = dict(TP, gpus=["GPU-a", "GPU-b", "GPU-c", "GPU-d"], launch=dict(TP["launch"], tensor_parallel_size=4))
+    project = tmp_path / "qwen"
+    files = systemd.render(seat, "box2", {"HF_TOKEN": SECRET}, str(project))
+    assert all("SEAT_GPU_%d='GPU-%s'" % (rank, letter) in files["seat.env"] for rank, letter in enumerate("abcd"))
+    assert '--gpus \'"device=\'"${SEAT_GPU_0:?}","${SEAT_GPU_1:?}","${SEAT_GPU_2:?}","${SEAT_GPU_3:?}"\'"\'' \
+        in files["serve.sh"]
+    assert "--tensor-parallel-size 4" in files["serve.sh"]
+    line = ("(EngineCore pid=20) (Worker_TP%d pid=3%d) INFO 12-02 05:47:55 [gpu_worker.py:1] Initial free memory "
+            "78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by kv_cache_memory_bytes config.")
+    gated = dict(seat, kv_cache_tokens=1, max_concurrency=1.0)
+    four = parse_boot_log("\n".join(line % (rank, rank) for rank in range(4)))
+    three = parse_boot_log("\n".join(line % (rank, rank) for rank in range(3)))
+    ok = [g for g in vllm.boot_log_gates(gated, four) if g["gate"] == "kv_reserved_per_rank"][0]
+    short = [g for g in vllm.boot_log_gates(gated, three) if g["gate"] == "kv_reserved_per_rank"][0]
+    assert ok["ok"] and not short["ok"] and "Worker_TP3 (no line)" in short["detail"]
