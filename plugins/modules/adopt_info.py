@@ -18,6 +18,8 @@ description:
   - For a container running vLLM's server, finds the model it serves through its mounts (a
     model directory, or the Hugging Face cache it mounts) and returns its C(config.json) and
     the size of its checkpoint files.
+  - On a host whose PID 1 is systemd, names the service whose process runs C(docker run --name)
+    of a container (a unit's serve script), with its C(Restart=) policy.
   - M(llmfleet.seats.adopted_inventory) (a filter) turns the result into host_vars;
     C(playbooks/adopt.yml) writes them.
 author:

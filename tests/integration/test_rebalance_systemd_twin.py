@@ -161,6 +161,56 @@ def test_a_failed_change_rolls_the_systemd_seat_back(systemd_fleet, tmp_path):
     assert backups, "the rollback keeps the dated backup it restored from"
 
 
+OPERATOR_UNIT = """[Unit]
+Description=qwen, as an operator runs it by hand
+[Service]
+ExecStart=/opt/qwen-op/serve.sh
+Restart=on-failure
+[Install]
+WantedBy=multi-user.target
+"""
+OPERATOR_SERVE = """#!/bin/sh
+exec docker run --name qwen-op --gpus '"device=%s"' -p 8300:8300 -v /srv/models:/srv/models:ro \\
+  %s /srv/models/qwen3-8b --port 8300 --served-model-name qwen-op --max-model-len 8192 \\
+  --kv-cache-memory-bytes 2147483648 --gpu-memory-utilization 0.2
+"""
+
+
+def on_twin2(*command: str, check: bool = True):
+    return fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER] + list(command), check=check)
+
+
+def test_a_seat_an_operator_runs_with_systemd_is_adopted_as_a_systemd_seat(systemd_fleet, tmp_path):
+    """Seed 003's box: a unit of the operator's own runs a serve script that runs the image by
+    digest. adopt.yml finds the unit behind the container and writes a systemd seat."""
+    gpu = fleet.find_host("twin2").gpu_state()["gpus"][1]["uuid"]
+    on_twin2("mkdir", "-p", "/opt/qwen-op")
+    host = fleet.find_host("twin2")
+    for path, text, mode in (("/opt/qwen-op/serve.sh", OPERATOR_SERVE % (gpu, systemd_fleet["digest"]), "755"),
+                             ("/etc/systemd/system/qwen-op.service", OPERATOR_UNIT, "644")):
+        host.docker(["exec", "-i", SYSTEMD_CONTAINER, "sh", "-c", "cat > %s && chmod %s %s" % (path, mode, path)],
+                    input=text)
+    try:
+        on_twin2("systemctl", "daemon-reload")
+        on_twin2("systemctl", "start", "qwen-op.service")
+        wait_for(lambda: seat_state()["containers"].get("qwen-op", ("", "", False))[1] == "running",
+                 what="the operator's qwen-op to run")
+        out = tmp_path / "adopted"
+        proc = run_ansible(["ansible-playbook", "-i", systemd_fleet["inventory"], "-l", "twin2",
+                            str(REPO_ROOT / "playbooks" / "adopt.yml"), "-e", "adopt_output=%s" % out])
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        text = (out / "host_vars" / "twin2.yml").read_text()
+        seat = {s["name"]: s for s in yaml.safe_load(text)["llmfleet_seats"]}["qwen-op"]
+        assert (seat["runtime"], seat["image"], seat["current_gpu"]) == ("systemd", systemd_fleet["digest"], gpu)
+        assert (seat["max_model_len"], seat["kv_cache_memory_bytes"], seat["port"]) == (8192, "2GiB", 8300)
+        assert "run by the systemd unit qwen-op.service now: disable it" in text
+        assert "ran with Restart=on-failure, which never restarts vLLM after a worker fault" in text
+        assert seat_state()["containers"]["qwen-op"][1] == "running", "adopting touches nothing"
+    finally:
+        on_twin2("systemctl", "disable", "--now", "qwen-op.service", check=False)
+        fleet.find_host("twin2").docker(["rm", "--force", "qwen-op"], check=False)
+
+
 def free_mib(uuid: str) -> int:
     """A simulated GPU's free MiB, from its driver's state."""
     gpu = next(g for g in fleet.find_host("twin2").gpu_state()["gpus"] if g["uuid"] == uuid)

@@ -178,6 +178,23 @@ def _vllm_seat(host, name, record, gpus, note, files):
     return seat
 
 
+def _runtime(seat, record, is_vllm, note):
+    """A seat a systemd unit runs becomes a systemd seat; a policy that would not restart a vLLM
+    server after a worker fault (it exits 0) is said, since the collection's unit restarts it."""
+    unit = record.get("systemd_unit")
+    if isinstance(unit, dict) and isinstance(unit.get("name"), str):
+        seat["runtime"] = "systemd"
+        note("seat %s: run by the systemd unit %s now: disable it (systemctl disable --now %s) before the "
+             "first rebalance starts the collection's own, llmfleet-seat-%s.service" % (
+                 seat["name"], unit["name"], unit["name"], seat["name"]))
+        policy, kind = unit.get("restart"), "Restart=%s" % unit.get("restart")
+    else:
+        policy, kind = record.get("restart_policy"), "restart: %s" % record.get("restart_policy")
+    if is_vllm and policy not in ("always", "unless-stopped"):
+        note("seat %s: ran with %s, which never restarts vLLM after a worker fault (its API server exits "
+             "0); the collection's seat restarts always" % (seat["name"], kind))
+
+
 def _fixed_seat(name, record, gpus, held, note):
     seat = _common_fields(name, record, gpus)
     seat["engine"] = "fixed"
@@ -266,6 +283,7 @@ def adopted_inventory(host, containers, cards, now=None):
                 ran[name]["max_model_len"] = seat["max_model_len"]
         if record.get("compose_project"):
             projects.setdefault(record["compose_project"], []).append(name)
+        _runtime(seat, record, is_vllm, notes.append)
         ages.append(record.get("running_s") or 0)
         seats.append(seat)
     host_vars["llmfleet_seats"] = seats

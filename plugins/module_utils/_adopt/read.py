@@ -7,8 +7,9 @@
 
 """What every running container of a host launches, as adopt_info returns it: image, command
 line, its own environment (a secret's name only, never its value), ports, GPUs, mounts and
-restart policy; and for a vLLM server the config.json and weights of the model it serves,
-found through its mounts (a model directory, or the Hugging Face cache)."""
+restart policy, the systemd unit whose ``docker run`` started it; and for a vLLM server the
+config.json and weights of the model it serves, found through its mounts (a model directory,
+or the Hugging Face cache)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import datetime
 import glob
 import json
 import os
+import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import model_of
 
@@ -199,6 +202,75 @@ def container_record(attrs, image_env, now):
     return record
 
 
+# A cgroup path's service: "/system.slice/qwen.service" (cgroup v2's "0::" line, or v1's
+# name=systemd hierarchy).
+_SERVICE = re.compile(r"/([^/]+\.service)(?:/|$)")
+
+
+def _docker_run_name(argv):
+    """The ``--name`` of a ``docker run`` (or ``docker container run``) command line, or None."""
+    if len(argv) < 2 or os.path.basename(argv[0]) != "docker":
+        return None
+    rest = argv[1:]
+    if rest[:2] == ["container", "run"]:
+        rest = rest[2:]
+    elif rest[:1] == ["run"]:
+        rest = rest[1:]
+    else:
+        return None
+    for index, arg in enumerate(rest):
+        if arg == "--name" and index + 1 < len(rest):
+            return rest[index + 1]
+        if arg.startswith("--name="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _service_of(pid, proc_root):
+    try:
+        with open(os.path.join(proc_root, pid, "cgroup")) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, _sep, path = line.partition(":")[2].partition(":")
+        if hierarchy in ("", "name=systemd"):
+            found = _SERVICE.search(path)
+            if found:
+                return found.group(1)
+    return None
+
+
+def docker_run_services(proc_root="/proc"):
+    """``{container name: service}`` for every process running ``docker run --name <container>``
+    in a systemd service (a unit's serve script, exec'd or not)."""
+    found = {}
+    for pid in sorted(name for name in os.listdir(proc_root) if name.isdigit()):
+        try:
+            with open(os.path.join(proc_root, pid, "cmdline"), "rb") as handle:
+                argv = [part.decode("utf-8", "replace") for part in handle.read().split(b"\0") if part]
+        except OSError:
+            continue
+        container = _docker_run_name(argv)
+        unit = _service_of(pid, proc_root) if container else None
+        if unit:
+            found[container] = unit
+    return found
+
+
+def systemd_units():
+    """``{container name: {"name", "restart", "fragment"}}``: the service that started each
+    container, its ``Restart=`` and unit file. Empty on a host whose PID 1 is not systemd."""
+    if not systemd.booted():
+        return {}
+    units = {}
+    for container, unit in docker_run_services().items():
+        shown = systemd.show(unit, ["Restart", "FragmentPath"])
+        units[container] = {"name": unit, "restart": shown.get("Restart") or None,
+                            "fragment": shown.get("FragmentPath") or None}
+    return units
+
+
 def running_containers(docker):
     """Every running container of the Docker engine, by name (DockerError when it cannot be
     asked)."""
@@ -216,4 +288,8 @@ def running_containers(docker):
             image_env = {image.get("Id"): (image.get("Config") or {}).get("Env") or []
                          for image in json.loads(out or "[]") if isinstance(image, dict)}
     now = datetime.datetime.now(datetime.timezone.utc)
-    return sorted((container_record(attrs, image_env, now) for attrs in found.values()), key=lambda r: r["name"])
+    units = systemd_units()
+    records = [container_record(attrs, image_env, now) for attrs in found.values()]
+    for record in records:
+        record["systemd_unit"] = units.get(record["name"])
+    return sorted(records, key=lambda r: r["name"])

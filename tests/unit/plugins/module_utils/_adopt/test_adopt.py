@@ -16,7 +16,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.inventory im
     AdoptError,
     adopted_inventory,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.read import container_record, model_files
+from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.read import (
+    container_record,
+    docker_run_services,
+    model_files,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import (
     adopted_fields,
     human_readable_int,
@@ -210,6 +214,40 @@ def test_the_starting_inventory_plans_as_it_is(tmp_path):
     current = {seat["name"]: seat["current_gpu"] for seat in host_vars["llmfleet_seats"]}
     assert sorted(plan["moves"]) == sorted(seat["name"] for seat in plan["seats"] if seat["gpus"] != [current[seat["name"]]])
     assert {seat["name"]: seat["footprint_mib"] for seat in plan["seats"]}["asr"] == 3700
+
+
+def _process(root, pid, argv, cgroup):
+    (root / str(pid)).mkdir(parents=True)
+    (root / str(pid) / "cmdline").write_bytes(b"\0".join(arg.encode() for arg in argv) + b"\0")
+    (root / str(pid) / "cgroup").write_text(cgroup)
+
+
+def test_the_service_whose_docker_run_started_a_container_is_found_in_proc(tmp_path):
+    _process(tmp_path, 41, ["/usr/bin/docker", "run", "--rm", "--name", "qwen", "sha256:da40"],
+             "1:name=systemd:/system.slice/qwen-fp8.service\n0::/system.slice/qwen-fp8.service\n")
+    _process(tmp_path, 42, ["docker", "container", "run", "--name=embed", "img"], "0::/system.slice/embed.service\n")
+    _process(tmp_path, 43, ["docker", "run", "--name", "by-hand", "img"], "0::/user.slice/user-0.slice/session-3.scope\n")
+    _process(tmp_path, 44, ["docker", "ps", "--name", "x"], "0::/system.slice/cron.service\n")
+    _process(tmp_path, 45, ["/bin/sh", "/opt/qwen/serve.sh"], "0::/system.slice/qwen-fp8.service\n")
+    assert docker_run_services(str(tmp_path)) == {"qwen": "qwen-fp8.service", "embed": "embed.service"}
+
+
+def test_a_seat_a_systemd_unit_runs_is_adopted_as_a_systemd_seat_and_its_policy_is_said(tmp_path):
+    records = _records(tmp_path)
+    chat = dict(records[0], systemd_unit={"name": "qwen-fp8.service", "restart": "on-failure",
+                                          "fragment": "/etc/systemd/system/qwen-fp8.service"},
+                image="sha256:" + "d" * 64)
+    cards = _cards({1: [{"pid": 7, "used_mib": 3700, "container": "asr"}]})
+    adopted = adopted_inventory("gpu7", [chat] + records[1:], cards, now=NOW)
+    seats = {seat["name"]: seat for seat in adopted["host_vars"]["llmfleet_seats"]}
+    assert seats["chat"]["runtime"] == "systemd" and seats["chat"]["image"] == "sha256:" + "d" * 64
+    assert "runtime" not in seats["coder"], "a compose seat stays the default"
+    notes = adopted["notes"]
+    assert "seat chat: run by the systemd unit qwen-fp8.service now: disable it (systemctl disable --now " \
+           "qwen-fp8.service) before the first rebalance starts the collection's own, llmfleet-seat-chat.service" in notes
+    assert "seat chat: ran with Restart=on-failure, which never restarts vLLM after a worker fault (its API server " \
+           "exits 0); the collection's seat restarts always" in notes
+    assert not any(note.startswith("seat coder: ran with") for note in notes), "unless-stopped restarts a clean exit"
 
 
 def test_young_seats_get_no_plateau_and_no_gpu_no_seat(tmp_path):
