@@ -590,9 +590,9 @@ def test_the_first_long_request_takes_memory_for_the_context_and_keeps_it(gpus, 
     assert seat.chat([{"role": "user", "content": "long [runaway]"}], max_tokens=30000)[0] == 200
     assert held() == booted + 3200
     seat.close()
+    greedy_env = {"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": "3000", "FAKE_VLLM_WATCHDOG_S": "0.5"}
     greedy = seats(models("qwen3-8b", QWEN3_8B), *PINNED, "--default-chat-template-kwargs",
-                   '{"enable_thinking": false}', env={"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": "3000",
-                                                       "FAKE_VLLM_WATCHDOG_S": "0.5"})
+                   '{"enable_thinking": false}', env=greedy_env)
     assert greedy.chat([{"role": "user", "content": "long [runaway]"}], max_tokens=30000)[0] == 500
     assert greedy.wait_exit() == 0, "boot is not runtime: the server exits clean"
 

@@ -35,13 +35,14 @@ def test_v0_weights_blocks_and_concurrency():
     assert later["model_weights_gib"] == 0.47
 
 
-RAY_TP2 = """\
-(APIServer pid=1) INFO 10-01 12:00:00 [api_server.py:1] vLLM server version 0.11.0, serving model /m
-(EngineCore_0 pid=77) INFO 10-01 12:00:01 [config.py:1] Using max model len 32768
-(EngineCore_0 pid=77) INFO 10-01 12:00:01 [config.py:1] Using max model len 4096
-(EngineCore_0 pid=77) (RayWorkerWrapper pid=901) INFO 10-01 12:00:09 [gpu_worker.py:276] Initial free memory 78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
-(EngineCore_0 pid=77) (RayWorkerWrapper pid=902) INFO 10-01 12:00:09 [gpu_worker.py:276] Initial free memory 78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.
-"""
+RESERVED = ("Initial free memory 78.1 GiB, reserved 9.68 GiB memory for KV Cache as specified by "
+            "kv_cache_memory_bytes config and skipped memory profiling.")
+RAY_TP2 = "\n".join([
+    "(APIServer pid=1) INFO 10-01 12:00:00 [api_server.py:1] vLLM server version 0.11.0, serving model /m",
+    "(EngineCore_0 pid=77) INFO 10-01 12:00:01 [config.py:1] Using max model len 32768",
+    "(EngineCore_0 pid=77) INFO 10-01 12:00:01 [config.py:1] Using max model len 4096",
+    "(EngineCore_0 pid=77) (RayWorkerWrapper pid=901) INFO 10-01 12:00:09 [gpu_worker.py:276] " + RESERVED,
+    "(EngineCore_0 pid=77) (RayWorkerWrapper pid=902) INFO 10-01 12:00:09 [gpu_worker.py:276] " + RESERVED, ""])
 
 
 def test_ray_workers_nested_prefixes_each_rank_and_the_target_model_s_context():
@@ -52,7 +53,7 @@ def test_ray_workers_nested_prefixes_each_rank_and_the_target_model_s_context():
             "max_concurrency": 1.0, "max_model_len": 32768}
     rank = [g for g in vllm.boot_log_gates(seat, boot) if g["gate"] == "kv_reserved_per_rank"][0]
     assert rank["ok"], rank
-    one = parse_boot_log("\n".join(RAY_TP2.splitlines()[:-1]))
+    one = parse_boot_log("\n".join(RAY_TP2.splitlines()[:-1]))  # the last worker's line lost
     assert not [g for g in vllm.boot_log_gates(seat, one) if g["gate"] == "kv_reserved_per_rank"][0]["ok"]
 
 
