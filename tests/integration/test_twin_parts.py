@@ -102,6 +102,8 @@ def test_gpu_entries_expand_counts_uuids_and_background():
     ({"gpus": [dict(H200, colour="red")]}, None, "gpus[0]: expected only the keys"),
     ({"hosts": [{"name": "a"}]}, 3, "the spec lists 1 host(s) but --hosts 3"),
     ({"images": {"x:1": "llama"}}, None, "images['x:1']: expected one of vllm, asr"),
+    ({"hosts": [{"name": "a", "kind": "docker"}]}, None, "hosts[0].kind: expected plain or systemd, got 'docker'"),
+    ({"hosts": [{"name": "a", "kind": ["systemd"]}]}, None, "hosts[0].kind: expected plain or systemd, got ['systemd']"),
     ({"hosts": 2, "gpus": [dict(H200, uuid=stable_uuid("x", 0))]}, None,
      "expected UUIDs unique across the fleet"),
 ])

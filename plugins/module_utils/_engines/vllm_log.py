@@ -72,9 +72,10 @@ _AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") 
 _WEIGHTS = re.compile(r"^(?:Model loading|Loading model weights) took (?P<gib>" + _NUMBER + r") Gi?B(?: |$)")
 # V0's block counts: "# GPU blocks: 10039, # CPU blocks: 1310"
 _V0_BLOCKS = re.compile(r"# GPU blocks: (?P<gpu>\d+), # CPU blocks: (?P<cpu>\d+)")
-# Where in the boot an OOM happened: the phase the log was in (each marker ends one).
-_PHASE_ENDS = (("weights", _WEIGHTS), ("profile", re.compile(r"KV cache size: |# GPU blocks: |reserved .* for KV Cache")),
-               ("graph capture", re.compile(r"^Graph capturing finished|^init engine |^INFO:\s+Application startup complete")))
+# Where in the boot an OOM happened: the phase the log was in, each ended by its marker.
+_PHASES = (("weights", _WEIGHTS, "profile"),
+           ("profile", re.compile(r"KV cache size: |# GPU blocks: |reserved .* for KV Cache"), "graph capture"),
+           ("graph capture", re.compile(r"^Graph capturing finished|^init engine "), "runtime"))
 # An OOM where it happened (not the engine's "Worker failed with error 'CUDA out of memory...'"
 # that reports it again): torch's OutOfMemoryError, or the CUDA error torch.AcceleratorError
 # and RuntimeError carry.
@@ -201,16 +202,16 @@ def _read_boot(lines, result):
         if message not in errors:
             errors.append(message)
 
-    phase = ["weights"]
+    phase = "weights"
     for level, msg, proc in lines:
         if _AUTOTUNER_OOM.search(msg):
             result["autotuner_oom_fallbacks"] += 1
-            result["oom_phases"].append(phase[0])
-        for name, marker in _PHASE_ENDS:
-            if phase[0] == name and marker.search(msg):
-                phase[0] = {"weights": "profile", "profile": "graph capture", "graph capture": "runtime"}[name]
+            result["oom_phases"].append(phase)
+        for name, marker, following in _PHASES:
+            if phase == name and marker.search(msg):
+                phase = following
         if _STARTUP_COMPLETE.match(msg):
-            phase[0] = "runtime"
+            phase = "runtime"
         for pattern in _VERSION_PATTERNS:
             found = pattern.match(msg)
             if found:
@@ -293,7 +294,7 @@ def _read_boot(lines, result):
             if oom and msg not in torch_ooms:
                 # the same exception is printed by the worker's logger and again on stderr
                 torch_ooms.add(msg)
-                result["oom_phases"].append(phase[0])
+                result["oom_phases"].append(phase)
         elif value_error:
             add_error("ValueError: " + value_error.group("detail"))
         elif argparse_error:

@@ -234,12 +234,12 @@ def _runtime_fields(check, where, raw, seat, engine):
     """``runtime`` and ``restart``, checked against each other and the engine; a floating image
     only when the seat says so."""
     runtime = raw.get("runtime", "compose")
-    if runtime not in RUNTIME_RESTARTS:
+    if not isinstance(runtime, str) or runtime not in RUNTIME_RESTARTS:
         check.fail(where, "runtime", " or ".join(sorted(RUNTIME_RESTARTS)), runtime)
         runtime = "compose"
     seat["runtime"] = runtime
     restart = raw.get("restart", "always")
-    if restart not in RUNTIME_RESTARTS[runtime]:
+    if not isinstance(restart, str) or restart not in RUNTIME_RESTARTS[runtime]:
         check.fail(where, "restart", "one of %s (what %s knows)" % (", ".join(RUNTIME_RESTARTS[runtime]), runtime),
                    restart)
     elif engine.EXITS_CLEAN_ON_FAULT and restart not in RESTARTS_CLEAN_EXIT:

@@ -122,9 +122,9 @@ def rung_record(knob, value, seat_name, section, passed):
     probe = next((g["measured"] for g in section.get("gates", [])
                   if g.get("gate") == "runtime_probe" and g.get("seat") == seat_name), None) or {}
     boot_free = {g["seat"]: g["measured"] for g in section.get("gates", []) if g.get("gate") == "free_mib_boot"}
+    kind = None if passed else failure_kind(section) or "failed"
     return {
-        "knob": knob, "value": value, "passed": bool(passed),
-        "failure_kind": None if passed else failure_kind(section) or "failed",
+        "knob": knob, "value": value, "passed": bool(passed), "failure_kind": kind,
         "max_model_len": plan.get("max_model_len"),
         "kv_cache_memory_bytes": plan.get("kv_cache_memory_bytes"),
         "kv_cache_tokens": plan.get("kv_cache_tokens"),
@@ -136,7 +136,7 @@ def rung_record(knob, value, seat_name, section, passed):
         "failed_gates": ["%s %s: %s" % (g.get("seat"), g.get("gate"), g.get("detail"))
                          for g in section.get("gates", []) if not g.get("ok")],
         "status": section.get("status"),
-        "summary": "%s: %s" % (value, "passed" if passed else "failed (%s)" % (failure_kind(section) or "failed")),
+        "summary": "%s: %s" % (value, "passed" if passed else "failed (%s)" % kind),
     }
 
 

@@ -222,7 +222,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         """Start the host's systemd: the root imported as an image of the host's dockerd and run
         with systemd as its PID 1, in the host's network, with `mounts` (in-host paths, each
         `(path, path inside, read-only)` each) and this host's sshd and its keys."""
-        if not self.docker(["image", "inspect", image], check=False, timeout=60).returncode == 0:
+        if self.docker(["image", "inspect", image], check=False, timeout=60).returncode != 0:
             self.docker(["import", "--change", 'CMD ["/lib/systemd/systemd"]',
                          "--change", "ENV container=docker", str(root), image], timeout=300)
         volumes = []

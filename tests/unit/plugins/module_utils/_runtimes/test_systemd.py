@@ -97,6 +97,12 @@ def seat(**fields):
     ({"restart": "on-failure"}, "restart: expected always or unless-stopped: a worker fault makes vllm's API server exit 0"),
     ({"runtime": "systemd", "restart": "unless-stopped"}, "restart: expected one of always, on-failure, no"),
     ({"runtime": "podman"}, "runtime: expected compose or systemd"),
+    ({"runtime": ["systemd"]}, "runtime: expected compose or systemd, got ['systemd']"),
+    ({"runtime": {"kind": "systemd"}}, "runtime: expected compose or systemd"),
+    ({"restart": ["always"]}, "restart: expected one of always, unless-stopped, on-failure, no"),
+    ({"restart": "always\n; rm -rf /"}, "restart: expected one of always"),
+    ({"image": "vllm/vllm-openai:latest", "allow_floating_image": float("nan")},
+     "allow_floating_image: expected true or false, got nan"),
     ({"allow_floating_image": "yes"}, "allow_floating_image: expected true or false"),
 ])
 def test_a_seat_whose_runtime_restart_or_image_would_not_hold_is_refused(fields, expected):
