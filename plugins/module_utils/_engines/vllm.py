@@ -48,6 +48,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_confi
     ModelConfigError,
     load_model_config,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import (
+    ReleaseError,
+    parse_version,
+    seat_release,
+)
 
 NAME = "vllm"
 # The inventory fields of a vLLM seat, beyond every seat's.
@@ -55,7 +60,8 @@ FIELDS = frozenset({
     "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
     "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
-    "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes"})
+    "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes",
+    "vllm_version", "allow_nearest_vllm_release"})
 # What the rendered files need beyond the planned numbers, as the inventory declared it.
 LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
                  "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
@@ -153,6 +159,28 @@ def normalize(check, where, raw, seat, defaults):
     seat["extra_args"] = extra or []
     for field in ("weights_bytes", "overhead_bytes"):
         seat[field] = check.size(where, field, raw[field], MIB) if raw.get(field) is not None else None
+    _release(check, where, raw, seat)
+
+
+def _release(check, where, raw, seat):
+    """The vLLM release the seat runs (its image tag or ``vllm_version``) and the modelled one
+    that plans its KV; None when the image itself was refused."""
+    nearest = raw.get("allow_nearest_vllm_release", False)
+    if not isinstance(nearest, bool):
+        check.fail(where, "allow_nearest_vllm_release", "true or false", nearest)
+        nearest = False
+    declared = raw.get("vllm_version")
+    if declared is not None and not isinstance(declared, str):
+        check.fail(where, "vllm_version", "a vLLM version such as 0.26.0 (quoted: YAML reads 0.26 as a number)",
+                   declared)
+        declared = None
+    seat["vllm_release"] = None
+    if not isinstance(seat["image"], str):
+        return
+    try:
+        seat["vllm_release"] = seat_release(seat["image"], declared, nearest)
+    except ReleaseError as exc:
+        check.fail(where, exc.field, exc.expected, exc.got)
 
 
 def _json_safe(value):
@@ -178,7 +206,9 @@ def size(seat, inventory_dir, options):
         common = {"seat": seat["name"], "kv_cache_dtype": seat["kv_cache_dtype"],
                   "tensor_parallel_size": seat["tensor_parallel_size"], "block_size": seat["block_size"],
                   "max_num_seqs": seat["max_num_seqs"],
-                  "max_num_batched_tokens": seat["max_num_batched_tokens"], "gpu": options["gpu_profile"]}
+                  "max_num_batched_tokens": seat["max_num_batched_tokens"], "gpu": options["gpu_profile"],
+                  "vllm_version": seat["vllm_release"]["version"],
+                  "allow_nearest_vllm_release": seat["vllm_release"]["nearest"]}
         if seat["kv_cache_memory_bytes"] is not None:
             kv = evaluate_kv_budget(config, seat["max_model_len"], seat["kv_cache_memory_bytes"], **common)
             rule = "pinned %s" % human_bytes(seat["kv_cache_memory_bytes"])
@@ -236,6 +266,7 @@ def boot_utilization(footprint_mib, margin_mib, total_mib):
 def planned(seat, sized):
     """The planned numbers of the seat, and what it serves."""
     fields = {key: sized["kv"][key] for key in PLANNED_FIELDS}
+    fields["vllm_release"] = dict(seat["vllm_release"])  # what the seat runs, what planned its KV
     fields["served_model_names"] = seat["served_model_names"]
     return fields
 
@@ -390,7 +421,24 @@ def boot_log_gates(seat, boot):
              "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
              % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
                 ": " + boot["errors"][0] if boot.get("errors") else "")),
-    ] + _rank_gates(seat, boot)
+    ] + _version_gates(seat, boot) + _rank_gates(seat, boot)
+
+
+def _version_gates(seat, boot):
+    """The release the boot log names is the minor the plan's KV arithmetic assumed; a log
+    without a version line leaves the image tag's word standing."""
+    release = seat.get("vllm_release")
+    if not release:
+        return []
+    printed = parse_version(boot.get("version"))
+    assumed = parse_version(release["version"] or release["release"])
+    ok = printed is None or printed[:2] == assumed[:2]
+    known = "nothing named the version" if release["version"] is None else "its %s says %s" % (
+        release.get("from", "image tag"), release["version"])
+    return [gate(seat["name"], "vllm_version", ok, boot.get("version"), release["version"],
+                 "%s; the plan used %s's KV arithmetic (%s)%s" % (
+                     _logged(boot.get("version"), "the boot log says vLLM %s" % boot.get("version")),
+                     release["release"], known, "" if ok else ": set the seat's vllm_version to what the image runs"))]
 
 
 def _rank_gates(seat, boot):

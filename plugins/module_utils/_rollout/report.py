@@ -15,6 +15,7 @@ import os
 from xml.sax.saxutils import escape
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import release_note
 
 # Distinct, colour-blind-safe fills (Okabe-Ito), cycled over a GPU's seats.
 _PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
@@ -74,11 +75,12 @@ def plan_markdown(plan):
         lines.append("| %d | %s | %s | %s | %s | %s |" % (
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
-    lines += ["", "| seat | runtime | image |", "|---|---|---|"]
+    lines += ["", "| seat | runtime | image | KV arithmetic |", "|---|---|---|---|"]
     for seat in plan["seats"]:
         image = (seat.get("launch") or {}).get("image", "")
-        lines.append("| %s | %s | `%s`%s |" % (seat["name"], seat.get("runtime", "compose"), image,
-                                               " (pinned by digest)" if "sha256:" in image else ""))
+        lines.append("| %s | %s | `%s`%s | %s |" % (seat["name"], seat.get("runtime", "compose"), image,
+                                                    " (pinned by digest)" if "sha256:" in image else "",
+                                                    _arithmetic(seat.get("vllm_release"))))
     written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
                for seat in plan["seats"] if seat.get("declared_sizes")]
     if written:
@@ -87,6 +89,17 @@ def plan_markdown(plan):
         lines.append("")
         lines += ["- warning: %s" % warning for warning in plan["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _arithmetic(release):
+    """Which vLLM release's KV arithmetic planned a seat, and how its version was known."""
+    if not release:
+        return "-"
+    note = release_note(release)
+    if note:
+        return note
+    shown = "vLLM %s (%s)" % (release["version"], release.get("from", "image tag"))
+    return shown if release["version"] == release["release"] else "%s, as %s" % (shown, release["release"])
 
 
 def cards_summary(cards):

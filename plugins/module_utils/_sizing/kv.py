@@ -38,6 +38,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_confi
     describe_model,
     load_model_config,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import (
+    LATEST,
+    ReleaseError,
+    modelled,
+    parse_version,
+)
 
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -318,8 +324,16 @@ class _Options:
                  block_size=None, enable_prefix_caching=True, max_num_batched_tokens=None,
                  max_num_seqs=None, gpu=GPU_PROFILE, num_speculative_tokens=0,
                  enforce_eager=False, mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
-                 disable_hybrid_kv_cache_manager=False, allow_long_max_model_len=False):
+                 disable_hybrid_kv_cache_manager=False, allow_long_max_model_len=False,
+                 vllm_version=LATEST, allow_nearest_vllm_release=False):
         self.seat = seat
+        if not isinstance(allow_nearest_vllm_release, bool):
+            raise self.error("allow_nearest_vllm_release", "true or false", allow_nearest_vllm_release)
+        try:
+            self.release = modelled(vllm_version, allow_nearest_vllm_release)
+        except ReleaseError as exc:
+            raise KVSizingError(_prefix(seat) + str(exc)) from None
+        self.version = parse_version(self.release["release"])
         if gpu not in GPU_PROFILES:
             raise self.error("gpu", "one of %s" % ", ".join(sorted(GPU_PROFILES)), gpu)
         self.gpu, self.sm = gpu, GPU_PROFILES[gpu]["sm"]
@@ -349,6 +363,10 @@ class _Options:
         self.kv_bytes = 1 if self.kv_cache_dtype.startswith("fp8") else (
             2 if self.kv_cache_dtype in ("bfloat16", "float16") else self.model_dtype_bytes)
         self._batch_defaults(max_model_len, max_num_batched_tokens, max_num_seqs)
+
+    def since(self, version):
+        """Whether the modelled release is ``version`` (``"0.26"``) or later."""
+        return self.version >= parse_version(version)
 
     def error(self, name, expected, got):
         return KVSizingError("%s%s: expected %s, got %r" % (_prefix(self.seat), name, expected, got))
@@ -635,6 +653,8 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         "gpu": opts.gpu,
         "max_num_batched_tokens": opts.max_num_batched_tokens,
         "max_num_seqs": opts.max_num_seqs,
+        "vllm_version": opts.release["version"],
+        "vllm_release": opts.release["release"],
     }
 
 

@@ -111,9 +111,10 @@ def test_a_seat_whose_runtime_restart_or_image_would_not_hold_is_refused(fields,
 
 
 def test_a_pinned_or_opted_in_image_passes():
-    for fields in ({"image": DIGEST, "runtime": "systemd"}, {"image": "vllm/vllm-openai@" + DIGEST},
-                   {"image": "vllm/vllm-openai:latest", "allow_floating_image": True},
-                   {"image": "registry:5000/vllm", "allow_floating_image": True}):
+    for fields in ({"image": DIGEST, "runtime": "systemd", "vllm_version": "0.33.0"},
+                   {"image": "vllm/vllm-openai@" + DIGEST, "vllm_version": "0.33.0"},
+                   {"image": "vllm/vllm-openai:latest", "allow_floating_image": True, "vllm_version": "0.33.0"},
+                   {"image": "registry:5000/vllm", "allow_floating_image": True, "allow_nearest_vllm_release": True}):
         spec = normalize_host("box", GPUS, [seat(**fields)])
         assert spec["seats"][0]["runtime"] == fields.get("runtime", "compose")
 
