@@ -114,6 +114,17 @@ options:
     description: Whether C(VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) is set; without it a length beyond the model's window fails to boot.
     type: bool
     default: false
+  vllm_version:
+    description:
+      - The vLLM release the seat runs (V(0.26.0)); its minor's own KV arithmetic is used.
+      - Modelled are 0.10.2 and every minor from 0.11 to 0.33; another version fails unless
+        O(allow_nearest_vllm_release) is set.
+    type: str
+    default: 0.33.0
+  allow_nearest_vllm_release:
+    description: Plan a release that is not modelled with the nearest modelled one's arithmetic (returned as RV(vllm_release)).
+    type: bool
+    default: false
   seat:
     description: The seat's name, used in error messages.
     type: str
@@ -282,6 +293,16 @@ min_kv_cache_memory_bytes:
   returned: when sizing (no O(kv_cache_memory_bytes))
   type: int
   sample: 5662310400
+vllm_version:
+  description: The release the figures are for, as O(vllm_version) named it.
+  returned: success
+  type: str
+  sample: 0.26.0
+vllm_release:
+  description: The release whose source the arithmetic follows (its minor's modelled release, or the nearest one).
+  returned: success
+  type: str
+  sample: 0.26.0
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -294,6 +315,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     MAMBA_DTYPES,
     kv_budget,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST
 
 
 def main():
@@ -321,6 +343,8 @@ def main():
                                       "default": "auto"},
             "disable_hybrid_kv_cache_manager": {"type": "bool", "default": False},
             "allow_long_max_model_len": {"type": "bool", "default": False},
+            "vllm_version": {"type": "str", "default": LATEST},
+            "allow_nearest_vllm_release": {"type": "bool", "default": False},
             "seat": {"type": "str"},
         },
         mutually_exclusive=[["model_config", "model_config_path"]],

@@ -61,11 +61,42 @@ GPU_PROFILES = {
     "l40s": {"sm": 89, "memory_gib": 44.4, "name": "NVIDIA L40S"},
 }
 
-_NO_MEMORY_ERROR = (
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-    "initializing the engine (this flag also controls CPU memory reservation on the CPU "
-    "backend, despite its name). See https://docs.vllm.ai/en/latest/configuration/"
-    "conserving_memory/ for more details.")
+_CONSERVING = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def _no_memory_error(opts):
+    """vLLM's words when nothing is left for KV blocks, as the release wrote them."""
+    if opts.since("0.22"):
+        return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                "initializing the engine (this flag also controls CPU memory reservation on the CPU "
+                "backend, despite its name). " + _CONSERVING)
+    text = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+    return text + " " + _CONSERVING if opts.since("0.13") else text
+
+
+def _admission_error(opts, max_model_len, needed, available, estimated):
+    """vLLM's words when one request of max_model_len does not fit, as the release wrote them
+    (0.14 prints sizes with format_gib, before with two decimals; 0.22 fixed "models's")."""
+    hint = ("Based on the available memory, the estimated maximum model length is %d." % estimated) \
+        if estimated > 0 else ""
+    if opts.since("0.22"):
+        return ("To serve at least one request with the model's max seq len (%d), (%s GiB KV cache is needed, "
+                "which is larger than the available KV cache memory (%s GiB). %sTry increasing "
+                "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+                "`max_model_len` when initializing the engine. %s"
+                % (max_model_len, format_gib(needed), format_gib(available), hint + " " if hint else "", _CONSERVING))
+    if opts.since("0.14"):
+        return ("To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, "
+                "which is larger than the available KV cache memory (%s GiB). %sTry increasing "
+                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. %s"
+                % (max_model_len, format_gib(needed), format_gib(available), hint + " " if hint else "", _CONSERVING))
+    text = ("To serve at least one request with the models's max seq len (%d), (%.2f GiB KV cache is needed, "
+            "which is larger than the available KV cache memory (%.2f GiB). %s Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+            % (max_model_len, needed / GIB, available / GIB, hint))
+    return text + " " + _CONSERVING if opts.since("0.13") else text
+
+
 _LONG_LEN_WARNING = (
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
     "relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. "
@@ -363,6 +394,12 @@ class _Options:
         self.kv_bytes = 1 if self.kv_cache_dtype.startswith("fp8") else (
             2 if self.kv_cache_dtype in ("bfloat16", "float16") else self.model_dtype_bytes)
         self._batch_defaults(max_model_len, max_num_batched_tokens, max_num_seqs)
+        self.async_scheduling = True
+        # 0.26: a sliding window keeps the tokens of every batch in flight (two, scheduled
+        # asynchronously); before, one batch's.
+        self.in_flight_tokens = (2 if self.since("0.26") else 1) * self.max_num_batched_tokens
+        # 0.29: the admission check holds back the null block the block pool keeps.
+        self.null_blocks_held = 1 if self.since("0.29") else 0
 
     def since(self, version):
         """Whether the modelled release is ``version`` (``"0.26"``) or later."""
@@ -579,7 +616,7 @@ def _prepare(config, max_model_len, seat, options):
         raise KVSizingError("%sthe model has no layer that holds a KV cache" % _prefix(seat))
     groups, uniform_type = _group(specs)
     per_token = sum(spec.per_token_bytes for spec in specs if spec.kind != "mamba")
-    plan = _Plan(groups, uniform_type, 2 * opts.max_num_batched_tokens,
+    plan = _Plan(groups, uniform_type, opts.in_flight_tokens,
                  min(group.spec.block_size for group in groups),
                  any(spec.kind == "mamba" for spec in specs), per_token)
     return model, opts, plan, backend, requested_len, max_model_len
@@ -590,7 +627,7 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
     long_error = _long_len_error(model, max_model_len, opts)
     if long_error:
         errors.append(long_error)
-    check_memory = budget - plan.bytes_per_block
+    check_memory = budget - opts.null_blocks_held * plan.bytes_per_block
     estimated = None
     if requested_len == "auto" and not long_error:
         fitted = plan.estimate_max_model_len(check_memory, max_model_len) \
@@ -601,24 +638,18 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         else:
             max_model_len = min(max_model_len, fitted)
     if check_memory <= 0:
-        errors.append(_NO_MEMORY_ERROR)
+        errors.append(_no_memory_error(opts))
     else:
         needed = plan.bytes_per_block * plan.pages_per_request(max_model_len)
         if needed > check_memory:
             estimated = plan.estimate_max_model_len(check_memory, max_model_len)
-            hint = ("Based on the available memory, the estimated maximum model length is %d. "
-                    % estimated) if estimated > 0 else ""
-            errors.append(
-                "To serve at least one request with the model's max seq len (%d), (%s GiB KV "
-                "cache is needed, which is larger than the available KV cache memory (%s GiB). "
-                "%sTry increasing `gpu_memory_utilization` (which also controls CPU memory on "
-                "the CPU backend) or decreasing `max_model_len` when initializing the engine. "
-                "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
-                "details." % (max_model_len, format_gib(needed), format_gib(check_memory), hint))
+            errors.append(_admission_error(opts, max_model_len, needed, check_memory, estimated))
     num_blocks = budget // plan.bytes_per_block
     pages = plan.pages_per_request(max_model_len, for_capacity=True)
     concurrency = num_blocks / pages
-    tokens = int(concurrency * max_model_len)
+    # 0.20 counts the tokens a full pool holds at this length; before, blocks per group.
+    tokens = int(concurrency * max_model_len) if opts.since("0.20") \
+        else num_blocks // len(plan.groups) * plan.block_size
     capacity_line = ("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per "
                      "request: {:.2f}x".format(tokens, max_model_len, concurrency))
     if not errors and plan.has_mamba and not opts.enforce_eager \
@@ -725,7 +756,7 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     if long_error:
         raise KVSizingError("%smax_model_len: %s" % (_prefix(seat), long_error))
     pages = plan.pages_per_request(length)
-    blocks = max(pages + 1,  # the admission check keeps one null block back
+    blocks = max(pages + opts.null_blocks_held,
                  _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)))
     if plan.has_mamba and not opts.enforce_eager:
         blocks = max(blocks, opts.max_num_seqs)

@@ -1,0 +1,141 @@
+"""Compare llmfleet.seats' KV sizing for one vLLM release with that release's own planning code.
+
+    python tests/differential/run_release_differential.py --release 0.26.0 --cases 200 --report out.json
+    python tests/differential/run_release_differential.py --release all --cases 600 --report out.json
+
+Fetches (or reuses) the release's sdist under .build/cache/vllm-src, imports its
+``kv_cache_interface.py`` and ``kv_cache_utils.py`` (vllm_release_planning.py) and runs the
+generated cases through both sides, with the release named to ours (``vllm_version``). Writes a
+JSON report per release: cases compared, mismatches (field, ours, the release's), the families
+covered, and the cases left out with the reason. ``all`` runs every modelled release before
+0.33, one process each (a harness owns ``vllm`` in sys.modules); 0.33 itself is
+run_differential.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / ".build" / "collections"))
+sys.path.insert(0, str(HERE))
+
+from cases import make_cases  # noqa: E402
+from vllm_release_planning import SourceUnavailable, load, run_case  # noqa: E402
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED  # noqa: E402
+
+COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error")
+# What these two files do not hold: Mamba state shapes (GDN), chunked local attention (Llama 4).
+NOT_HERE = {"gdn": "GDN state shapes live in the model code", "llama4": "chunked local attention"}
+
+
+def ours(case, release):
+    options = dict(case["options"], vllm_version=release)
+    return _kv_sizing.evaluate_kv_budget(case["config"], options.pop("max_model_len"),
+                                         options.pop("kv_cache_memory_bytes"), **options)
+
+
+def release_inputs(case, mine, release):
+    """What the release's planning takes from the rest of its boot, as ours resolved it: the
+    per-layer block size, the KV dtype, the batch limits, the max length."""
+    model = _kv_sizing.describe_model(case["config"])
+    options = dict(case["options"], vllm_version=release)
+    length = mine["max_model_len"]
+    opts = _kv_sizing._Options(model, length, None, **{k: v for k, v in options.items()
+                                                       if k not in ("max_model_len", "kv_cache_memory_bytes")})
+    specs = _kv_sizing._layer_specs(model, opts, length)[0]
+    layers = [layer for layer in case["truth"]["layers"] if not layer.get("shared")]
+    blocks = [spec.block_size for spec in specs]
+    return {"layers": [dict(layer, block_size=block) for layer, block in zip(layers, blocks)]}, {
+        "tensor_parallel_size": opts.tp, "kv_dtype": opts.kv_cache_dtype if opts.kv_cache_dtype != "auto"
+        else case["truth"]["dtype"], "max_model_len": length, "block_size": mine["block_size"],
+        "enable_prefix_caching": opts.prefix_caching, "kv_cache_memory_bytes": case["options"]["kv_cache_memory_bytes"],
+        "max_num_batched_tokens": opts.max_num_batched_tokens, "max_num_seqs": opts.max_num_seqs,
+        "disable_hybrid_kv_cache_manager": opts.disable_hma, "async_scheduling": opts.async_scheduling}
+
+
+def left_out(case, mine):
+    """Why a case is not compared for a release, or None."""
+    if case["family"] in NOT_HERE:
+        return NOT_HERE[case["family"]]
+    if case["options"]["max_model_len"] == "auto":
+        return "auto-fit runs in the engine's boot path"
+    if mine["boot_error"] and mine["boot_error"].startswith("User-specified max_model_len"):
+        return "the max-length check runs in the model config"
+    return None
+
+
+def run_release(release, count, seed, cache, perturb=None):
+    report = {"release": release, "cases": 0, "compared": 0, "mismatches": [], "rejected": [],
+              "left_out": {}, "families": {}, "boot_failures": 0}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vllm-%s-" % release) as tmp:
+        harness = load(release, cache, Path(tmp))
+        report["source"] = harness.source
+        for case in make_cases(count, seed):
+            report["cases"] += 1
+            try:
+                mine = ours(case, release)
+            except ValueError as exc:
+                report["rejected"].append({"id": case["id"], "error": str(exc)})
+                continue
+            reason = left_out(case, mine)
+            if reason:
+                report["left_out"][reason] = report["left_out"].get(reason, 0) + 1
+                continue
+            truth, options = release_inputs(case, mine, release)
+            theirs = run_case(harness, truth, options)
+            if perturb:
+                mine[perturb] = mine[perturb] + 1
+            report["compared"] += 1
+            report["families"][case["family"]] = report["families"].get(case["family"], 0) + 1
+            report["boot_failures"] += not theirs["boot_ok"]
+            for field in COMPARED:
+                if field in theirs and mine[field] != theirs[field]:
+                    report["mismatches"].append({"id": case["id"], "field": field, "ours": mine[field],
+                                                 "vllm": theirs[field], "options": case["options"]})
+    report["seconds"] = round(time.monotonic() - started, 1)
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--release", required=True, help="a modelled release (0.26.0) or all")
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=20261005)
+    parser.add_argument("--cache", type=Path, default=REPO / ".build" / "cache" / "vllm-src")
+    parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--perturb", choices=COMPARED, help="add 1 to this field of ours (proves the comparison bites)")
+    args = parser.parse_args(argv)
+    if args.release == "all":
+        reports = []
+        for release in (source for source in MODELLED.values() if source != LATEST):
+            with tempfile.NamedTemporaryFile(suffix=".json") as one:
+                command = [sys.executable, __file__, "--release", release, "--cases", str(args.cases),
+                           "--seed", str(args.seed), "--cache", str(args.cache), "--report", one.name]
+                proc = subprocess.run(command + (["--perturb", args.perturb] if args.perturb else []),
+                                      capture_output=True, text=True, check=False)
+                reports.append(json.loads(Path(one.name).read_text()) if proc.returncode in (0, 2)
+                               else {"release": release, "error": proc.stderr[-2000:]})
+        args.report.write_text(json.dumps(reports, indent=1, default=str))
+        return 0 if all("error" not in r and "source_error" not in r for r in reports) else 1
+    try:
+        report = run_release(args.release, args.cases, args.seed, args.cache, args.perturb)
+    except SourceUnavailable as exc:
+        args.report.write_text(json.dumps({"release": args.release, "source_error": str(exc)}))
+        return 2
+    args.report.write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

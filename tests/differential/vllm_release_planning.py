@@ -1,0 +1,455 @@
+"""Run one vLLM release's own KV planning code, from its source, without torch or a GPU.
+
+Every release from 0.10.2 to 0.32 keeps its planning in two files, imported whole here:
+``v1/kv_cache_interface.py`` (the specs and their page sizes) and ``v1/core/kv_cache_utils.py``
+(grouping, page unification, bytes per block, num_blocks, the admission check with its error
+text and estimated length, the capacity line as the release logs it). 0.33 moved the planning to
+``v1/core/kv_cache_planning.py``; vllm_planning.py runs it with the rest of 0.33's boot path.
+
+Stand-ins, kept to what cannot run here: every other ``vllm`` module is an empty module whose
+names are inert placeholders, ``torch`` has dtype objects and their sizes, the configs hold
+plain values (a feature the case does not set reads as off), and the logger records what the
+release logs. The case's block size and batch limits are inputs: which attention backend a
+release picks needs a GPU.
+
+``run_case`` returns what the release computes: bytes per block, num_blocks, tokens,
+concurrency and the boot verdict with the release's error text.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import logging
+import re
+import sys
+import tarfile
+import types
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+GIB = 1 << 30
+PYPI = "https://pypi.org/pypi/vllm/json"
+# The real modules, in import order; a release may lack some (then it has no such module).
+REAL_MODULES = (
+    "vllm/utils/math_utils.py",
+    "vllm/v1/kv_cache_layout.py",
+    "vllm/v1/kv_cache_spec_registry.py",
+    "vllm/v1/kv_cache_interface.py",
+    "vllm/v1/core/kv_cache_utils.py",
+)
+# Where each release keeps the helpers the planning imports by name.
+# Since 0.2x the specs are registered with their managers at engine start-up.
+REGISTRATION = "vllm/v1/core/single_type_kv_cache_manager.py"
+# Since 0.26 a sliding window keeps the tokens of every batch in flight (VllmConfig properties).
+VLLM_CONFIG = "vllm/config/vllm.py"
+HELPERS = {
+    "cdiv": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
+    "round_up": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
+    "format_gib": ("vllm/utils/mem_utils.py", "vllm/utils/__init__.py"),
+}
+
+
+class SourceUnavailable(RuntimeError):
+    """A release's source could not be fetched or read; the message says why."""
+
+
+def ensure_source(version: str, cache_dir: Path, timeout: int = 900) -> Path:
+    """The cached sdist (or, for a release without one, wheel) of ``version``."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache_dir.glob("vllm-%s.tar.gz" % version)) or sorted(cache_dir.glob("vllm-%s-*.whl" % version))
+    if found:
+        return found[0]
+    try:
+        with urllib.request.urlopen(PYPI, timeout=timeout) as answer:
+            files = json.load(answer)["releases"].get(version) or []
+        chosen = [f for f in files if f["packagetype"] == "sdist"] or \
+            [f for f in files if f["filename"].endswith(".whl") and "x86_64" in f["filename"]]
+        if not chosen:
+            raise SourceUnavailable("PyPI lists no sdist or x86_64 wheel of vllm %s" % version)
+        target = cache_dir / chosen[0]["filename"]
+        partial = target.with_name(target.name + ".part")
+        with urllib.request.urlopen(urllib.parse.urljoin(PYPI, chosen[0]["url"]), timeout=timeout) as answer, \
+                open(partial, "wb") as out:
+            while True:
+                chunk = answer.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+        partial.rename(target)
+        return target
+    except OSError as exc:
+        raise SourceUnavailable("downloading vllm %s from PyPI failed: %s" % (version, exc)) from None
+
+
+def extract_sources(archive: Path, dest: Path) -> Path:
+    """The release's python files under ``vllm/`` (only those this harness reads)."""
+    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG} | {path for paths in HELPERS.values() for path in paths}
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as whl:
+            for name in whl.namelist():
+                if name in wanted:
+                    (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                    (dest / name).write_bytes(whl.read(name))
+    else:
+        with tarfile.open(archive) as sdist:
+            for member in sdist.getmembers():
+                name = member.name.split("/", 1)[1] if "/" in member.name else ""
+                if name in wanted and member.isfile():
+                    (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                    (dest / name).write_bytes(sdist.extractfile(member).read())
+    if not (dest / "vllm/v1/core/kv_cache_utils.py").exists():
+        raise SourceUnavailable("%s has no vllm/v1/core/kv_cache_utils.py" % archive.name)
+    return dest
+
+
+# --- stand-ins ---------------------------------------------------------------------------
+
+
+class _PlaceholderType(type):
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(name)()
+
+
+class _Placeholder(metaclass=_PlaceholderType):
+    """What an unmodelled vLLM name is here: a class that can be made, called, subscripted and
+    subclassed (enum members are its attributes), and is never a type a case's spec is an
+    instance of."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __bool__(self):
+        return False
+
+    def __iter__(self):
+        return iter(())
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
+def _placeholder(name):
+    return type(name, (_Placeholder,), {})
+
+
+class _StubModule(types.ModuleType):
+    def __init__(self, name):
+        super().__init__(name)
+        self.__path__ = []
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _placeholder(name)
+        setattr(self, name, value)
+        return value
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Real modules from the release's source; every other ``vllm`` module a stub."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "vllm" and not fullname.startswith("vllm."):
+            return None
+        source = self.root / (fullname.replace(".", "/") + ".py")
+        if source.as_posix()[len(self.root.as_posix()) + 1:] in REAL_MODULES and source.exists():
+            return importlib.util.spec_from_file_location(fullname, source)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        return _StubModule(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+class _DType:
+    def __init__(self, name, itemsize):
+        self.name, self.itemsize = name, itemsize
+
+    def __repr__(self):
+        return "torch.%s" % self.name
+
+
+def _make_torch():
+    torch = _StubModule("torch")
+    sizes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "uint8": 1, "int8": 1,
+             "int32": 4, "int64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1, "bool": 1}
+    for name, size in sizes.items():
+        setattr(torch, name, _DType(name, size))
+    torch.half, torch.float, torch.long = torch.float16, torch.float32, torch.int64
+    torch.dtype = _DType
+    return torch
+
+
+class _Envs(types.ModuleType):
+    """vllm.envs: every switch the planning reads is off."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+class Recorder(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+class _Logger(logging.LoggerAdapter):
+    def info_once(self, msg, *args, **kwargs):
+        self.info(msg, *args)
+
+    def warning_once(self, msg, *args, **kwargs):
+        self.warning(msg, *args)
+
+    def debug_once(self, msg, *args, **kwargs):
+        self.debug(msg, *args)
+
+    def process(self, msg, kwargs):
+        kwargs.pop("scope", None)
+        return msg, kwargs
+
+
+class _Config(types.SimpleNamespace):
+    """A config object: what a case sets, and None (off) for anything else."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def _cut(path, name, namespace=None):
+    """One top-level definition of a source file, executed on its own in ``namespace``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            namespace = dict(namespace or {}, GiB_bytes=GIB)
+            exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+            return namespace[name]
+    return None
+
+
+def _cut_method(path, class_name, name):
+    """A method of a class in a source file, as a plain function."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    item.decorator_list = []
+                    namespace = {}
+                    exec(compile(ast.Module(body=[item], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+                    return namespace[name]
+    return None
+
+
+class Harness:
+    """One release's planning code (one per process: it owns ``vllm`` and ``torch``)."""
+
+    def __init__(self, source_root: Path, version: str):
+        self.root, self.version = source_root, version
+        self.recorder = Recorder()
+        logger = logging.getLogger("vllm-release-%s" % version)
+        logger.handlers[:] = [self.recorder]
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        sys.modules["torch"] = self.torch = _make_torch()
+        sys.meta_path.insert(0, _Finder(source_root))
+        sys.modules["vllm.envs"] = _Envs("vllm.envs")
+        logger_module = _StubModule("vllm.logger")
+        logger_module.init_logger = lambda name: _Logger(logger, {})
+        sys.modules["vllm.logger"] = logger_module
+        # HiSparse is off: its hooks return what they return when it is off.
+        importlib.import_module("vllm.v1.hisparse.layout").__dict__.update(
+            get_hisparse_host_pool_bytes=lambda *args: 0, get_hisparse_kv_cache_config=lambda *args: None,
+            get_hisparse_kv_cache_groups=lambda *args: None)
+        helpers = {}
+        for name, paths in HELPERS.items():
+            for relative in paths:
+                if (source_root / relative).exists():
+                    found = _cut(source_root / relative, name)
+                    if found:
+                        helpers[name] = found
+                        break
+        helpers["get_dtype_size"] = lambda dtype: dtype.itemsize
+        helpers["GiB_bytes"] = GIB
+        for module in ("vllm.utils", "vllm.utils.math_utils", "vllm.utils.mem_utils", "vllm.utils.torch_utils"):
+            importlib.import_module(module).__dict__.update(helpers)
+        self.modules = {}
+        for relative in REAL_MODULES:
+            if (source_root / relative).exists():
+                name = relative[:-3].replace("/", ".")
+                self.modules[name] = importlib.import_module(name)
+        self.kvi = self.modules["vllm.v1.kv_cache_interface"]
+        self.utils = self.modules["vllm.v1.core.kv_cache_utils"]
+        self.utils.__dict__.update({k: v for k, v in helpers.items() if k in self.utils.__dict__})
+        self._register_specs()
+        self.config_properties = {}
+        if (source_root / VLLM_CONFIG).exists():
+            for name in ("max_concurrent_batches", "max_in_flight_tokens"):
+                found = _cut_method(source_root / VLLM_CONFIG, "VllmConfig", name)
+                if found:
+                    self.config_properties[name] = found
+
+    def _register_specs(self):
+        """register_all_kvcache_specs, run with placeholder managers (planning reads only
+        which spec classes are registered and their uniform base types)."""
+        registry = self.modules.get("vllm.v1.kv_cache_spec_registry")
+        if registry is None or not (self.root / REGISTRATION).exists():
+            return
+        text = (self.root / REGISTRATION).read_text()
+        namespace = {name: _placeholder(name) for name in set(re.findall(r"\b(\w+Manager)\b", text))}
+        namespace.update({name: getattr(self.kvi, name) for name in dir(self.kvi) if name.endswith("Spec")})
+        namespace["KVCacheSpecRegistry"] = registry.KVCacheSpecRegistry
+        namespace.update({name: getattr(self.kvi, name) for name in dir(self.kvi) if name.startswith("KVCache")})
+        register = _cut(self.root / REGISTRATION, "register_all_kvcache_specs", namespace)
+        if register is not None:
+            register(None)
+
+    def layout(self):
+        """The default LBNHC layout, where the release has layouts."""
+        module = self.modules.get("vllm.v1.kv_cache_layout")
+        return module.KVCacheLayout.LBNHC if module is not None and hasattr(module, "KVCacheLayout") else None
+
+    # -- specs --------------------------------------------------------------------------------
+
+    def spec(self, cls_name, **fields):
+        """A spec of the release's class, with the fields this release's class has."""
+        cls = getattr(self.kvi, cls_name)
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in fields.items() if key in names})
+
+    def layer_spec(self, layer, block_size, tp, kv_dtype):
+        heads = 1 if layer["kind"] == "mla" else max(1, layer["kv_heads"] // tp)
+        common = {"block_size": block_size, "num_kv_heads": heads, "head_size": layer["head_size"],
+                  "dtype": kv_dtype, "use_mla": False}
+        if layer["kind"] == "mla":
+            if hasattr(self.kvi, "MLAAttentionSpec"):
+                return self.spec("MLAAttentionSpec", **common)
+            return self.spec("FullAttentionSpec", **dict(common, use_mla=True))
+        if layer.get("window"):
+            return self.spec("SlidingWindowSpec", sliding_window=layer["window"], **common)
+        return self.spec("FullAttentionSpec", head_size_v=layer["head_size"], **common)
+
+
+def _vllm_config(harness, options, max_model_len):
+    config = _Config(
+        model_config=_Config(max_model_len=max_model_len, original_max_model_len=max_model_len),
+        cache_config=_Config(block_size=options["block_size"], enable_prefix_caching=options["enable_prefix_caching"],
+                             num_gpu_blocks_override=None, kv_cache_memory_bytes=options["kv_cache_memory_bytes"],
+                             mamba_cache_mode="none", get_resolved_kv_cache_layout=harness.layout),
+        scheduler_config=_Config(max_num_batched_tokens=options["max_num_batched_tokens"],
+                                 max_num_seqs=options["max_num_seqs"], async_scheduling=options["async_scheduling"],
+                                 disable_hybrid_kv_cache_manager=options["disable_hybrid_kv_cache_manager"],
+                                 max_model_len=max_model_len),
+        parallel_config=_Config(tensor_parallel_size=options["tensor_parallel_size"], pipeline_parallel_size=1,
+                                decode_context_parallel_size=1, prefill_context_parallel_size=1,
+                                world_size=options["tensor_parallel_size"]),
+        attention_config=_Config(), device_config=_Config(device_type="cuda"), compilation_config=_Config(),
+        speculative_config=None, kv_transfer_config=None, kv_events_config=None, num_speculative_tokens=0,
+        num_prefill_lookahead_tokens=0, use_v2_model_runner=options.get("use_v2_model_runner", False))
+    for name in ("max_concurrent_batches", "max_in_flight_tokens"):  # in order: one reads the other
+        if name in harness.config_properties:
+            setattr(config, name, harness.config_properties[name](config))
+    return config
+
+
+def _call(function, **available):
+    """``function`` with the arguments its signature in this release names."""
+    parameters = inspect.signature(function).parameters
+    return function(**{name: available[name] for name in parameters if name in available})
+
+
+_CAPACITY = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+def run_case(harness: Harness, truth: dict, options: dict) -> dict:
+    """The release's numbers for one case; ``options`` carry the block size and batch limits."""
+    kvi, utils = harness.kvi, harness.utils
+    tp = options["tensor_parallel_size"]
+    kv_dtype = getattr(harness.torch, {"fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+                                       "bfloat16": "bfloat16", "float16": "float16"}.get(options["kv_dtype"], "bfloat16"))
+    max_model_len = options["max_model_len"]
+    specs = {}
+    for index, layer in enumerate(truth["layers"]):
+        if not layer.get("shared"):
+            specs["model.layers.%d" % index] = harness.layer_spec(layer, layer.get("block_size", options["block_size"]),
+                                                                  tp, kv_dtype)
+    budget = options["kv_cache_memory_bytes"]
+    config = _vllm_config(harness, options, max_model_len)
+    harness.recorder.lines.clear()
+    boot_error = None
+    configs = None
+    try:
+        if hasattr(utils, "get_kv_cache_configs"):
+            configs = _call(utils.get_kv_cache_configs, vllm_config=config, kv_cache_specs=[dict(specs)] * tp,
+                            available_memory=[budget] * tp)
+        else:
+            configs = [utils.get_kv_cache_config(config, dict(specs), budget)]
+    except ValueError as exc:
+        boot_error = str(exc)
+    except NotImplementedError as exc:  # a layout the release cannot group: the boot fails
+        boot_error = ("NotImplementedError: %s" % exc).rstrip(": ")
+    result = {"boot_ok": boot_error is None, "boot_error": boot_error}
+    if configs is not None:
+        # what the engine core does next: the scheduler's view, then the capacity line
+        scheduler = utils.generate_scheduler_kv_cache_config(configs) \
+            if hasattr(utils, "generate_scheduler_kv_cache_config") else configs[0]
+        if not any(_CAPACITY.search(line) for line in harness.recorder.lines):
+            for reporter in ("update_kv_cache_capacity", "_report_kv_cache_config"):
+                if hasattr(utils, reporter):
+                    getattr(utils, reporter)(config, scheduler)
+                    break
+        result["max_concurrency_exact"] = utils.get_max_concurrency_for_kv_cache_config(config, scheduler)
+    lines = list(harness.recorder.lines)
+    result["log"] = lines
+    if configs is not None:
+        first = configs[0]
+        result["num_blocks"] = first.num_blocks
+        if hasattr(utils, "_pool_bytes_per_block"):  # 0.29: one tensor per layer, the pool's divisor named
+            groups = _call(utils.get_kv_cache_groups, vllm_config=config, kv_cache_spec=dict(specs),
+                           kv_cache_specs=dict(specs))
+            result["bytes_per_block"] = _call(utils._pool_bytes_per_block, vllm_config=config, kv_cache_groups=groups)
+        elif first.num_blocks:  # before, one tensor per slot of a group, shared by the groups
+            result["bytes_per_block"] = sum(tensor.size for tensor in first.kv_cache_tensors) // first.num_blocks
+        for line in lines:
+            found = _CAPACITY.search(line)
+            if found:
+                result["kv_cache_tokens"] = int(found.group(1).replace(",", ""))
+            found = _CONCURRENCY.search(line)
+            if found:
+                result["max_concurrency"] = float(found.group(2))
+    return result
+
+
+def load(version, cache_dir, work_dir):
+    """A Harness over ``version``'s source, fetched once into ``cache_dir``."""
+    archive = ensure_source(version, cache_dir)
+    harness = Harness(extract_sources(archive, work_dir), version)
+    harness.source = archive.name
+    return harness
+
+
