@@ -265,8 +265,9 @@ class _Plan:
     """The grouped specs of one seat: everything that does not depend on the budget."""
 
     def __init__(self, groups, uniform_type, in_flight_tokens, block_size, has_mamba,
-                 per_token_kv_bytes):
+                 per_token_kv_bytes, layer_specs, admission):
         self.groups, self.uniform_type = groups, uniform_type
+        self.layer_specs, self.admission = layer_specs, admission
         self.in_flight_tokens, self.block_size = in_flight_tokens, block_size
         self.has_mamba, self.per_token_kv_bytes = has_mamba, per_token_kv_bytes
         self.bytes_per_block = max(group.bytes_per_block() for group in groups)
@@ -278,8 +279,19 @@ class _Plan:
         return sum(group.pages_per_request(max_model_len, self.in_flight_tokens, uniform)
                    for group in self.groups)
 
+    def needed(self, max_model_len):
+        """The admission check's bytes for one request of ``max_model_len``, as the release
+        counts them: the groups' pages (0.19), the first group's pages times the groups'
+        layers (0.14, UniformTypeKVCacheSpecs aside), or every layer's own pages (before)."""
+        if self.admission == "layers":
+            return sum(spec.pages_per_request(max_model_len, self.in_flight_tokens) * spec.page_size
+                       for spec in self.layer_specs)
+        if self.admission == "first_group" and not self.uniform_type:
+            return self.bytes_per_block * self.groups[0].pages_per_request(max_model_len, self.in_flight_tokens)
+        return self.bytes_per_block * self.pages_per_request(max_model_len)
+
     def fits(self, max_model_len, check_memory):
-        return self.bytes_per_block * self.pages_per_request(max_model_len) <= check_memory
+        return self.needed(max_model_len) <= check_memory
 
     def estimate_max_model_len(self, check_memory, upper):
         """kv_cache_planning._estimate_max_model_len_from_groups (binary search over [1, L])."""
@@ -618,7 +630,8 @@ def _prepare(config, max_model_len, seat, options):
     per_token = sum(spec.per_token_bytes for spec in specs if spec.kind != "mamba")
     plan = _Plan(groups, uniform_type, opts.in_flight_tokens,
                  min(group.spec.block_size for group in groups),
-                 any(spec.kind == "mamba" for spec in specs), per_token)
+                 any(spec.kind == "mamba" for spec in specs), per_token, specs,
+                 "groups" if opts.since("0.19") else "first_group" if opts.since("0.14") else "layers")
     return model, opts, plan, backend, requested_len, max_model_len
 
 
@@ -640,7 +653,7 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
     if check_memory <= 0:
         errors.append(_no_memory_error(opts))
     else:
-        needed = plan.bytes_per_block * plan.pages_per_request(max_model_len)
+        needed = plan.needed(max_model_len)
         if needed > check_memory:
             estimated = plan.estimate_max_model_len(check_memory, max_model_len)
             errors.append(_admission_error(opts, max_model_len, needed, check_memory, estimated))
@@ -755,8 +768,7 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     long_error = _long_len_error(model, length, opts)
     if long_error:
         raise KVSizingError("%smax_model_len: %s" % (_prefix(seat), long_error))
-    pages = plan.pages_per_request(length)
-    blocks = max(pages + opts.null_blocks_held,
+    blocks = max(_cdiv(plan.needed(length), plan.bytes_per_block) + opts.null_blocks_held,
                  _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)))
     if plan.has_mamba and not opts.enforce_eager:
         blocks = max(blocks, opts.max_num_seqs)
