@@ -282,7 +282,8 @@ class _Plan:
     def needed(self, max_model_len):
         """The admission check's bytes for one request of ``max_model_len``, as the release
         counts them: the groups' pages (0.19), the first group's pages times the groups'
-        layers (0.14, UniformTypeKVCacheSpecs aside), or every layer's own pages (before)."""
+        layers (0.14, UniformTypeKVCacheSpecs aside), or every layer's own pages, counted before
+        --disable-hybrid-kv-cache-manager promotes sliding layers to full ones (before)."""
         if self.admission == "layers":
             return sum(spec.pages_per_request(max_model_len, self.in_flight_tokens) * spec.page_size
                        for spec in self.layer_specs)
@@ -307,8 +308,10 @@ class _Plan:
         return result
 
 
-def _group_hybrid(specs):
-    """unify_kv_cache_spec_page_size + _get_kv_cache_groups_uniform_page_size."""
+def _group_hybrid(specs, balance):
+    """unify_kv_cache_spec_page_size + _get_kv_cache_groups_uniform_page_size. Groups take the
+    smallest kind's layer count, or the largest one when it is below ``balance`` times that
+    (None: never)."""
     largest = max(spec.page_size for spec in specs)
     unified = []
     for spec in specs:
@@ -329,7 +332,7 @@ def _group_hybrid(specs):
         buckets.setdefault(spec.key(), []).append(spec)
     sizes = [len(layers) for layers in buckets.values()]
     group_size = min(sizes)
-    if max(sizes) < group_size * 1.5:
+    if balance and max(sizes) < group_size * balance:
         group_size = max(sizes)
     groups = []
     for layers in buckets.values():
@@ -340,13 +343,20 @@ def _group_hybrid(specs):
     return groups
 
 
-def _group(specs):
-    """get_kv_cache_groups for the default LBNHC layout; returns (groups, uniform_type)."""
+def _group(specs, opts, promoted):
+    """get_kv_cache_groups for the default LBNHC layout; returns (groups, uniform_type,
+    the boot error of a release that cannot group these layers or None)."""
     first = specs[0]
     same_key = {spec.key() for spec in specs}
     if len(same_key) == 1:
-        return [_Group(first, specs)], False
-    if len({spec.block_size for spec in specs}) == 1:
+        return [_Group(first, specs)], False, None
+    if not opts.since("0.11") and len({spec.replaced(window=None).key() for spec in specs}) == 1 \
+            and first.kind != "sliding":
+        # 0.10's KVCacheSpec.merge: full attention with and without a window (sliding layers
+        # the hybrid manager was told to promote) is one type
+        return [_Group(first, specs)], False, None
+    # 0.11 groups layers of one kind alike (UniformTypeKVCacheSpecs); 0.12 unifies page sizes.
+    if opts.since("0.11") and len({spec.block_size for spec in specs}) == 1:
         if first.kind in ("full", "mla"):
             uniform = all(spec.kind in ("full", "mla") for spec in specs)
         elif first.kind == "sliding":
@@ -356,8 +366,17 @@ def _group(specs):
             uniform = all(spec.kind == "mamba" and spec.page_size == first.page_size
                           and spec.mamba_pages == first.mamba_pages for spec in specs)
         if uniform:
-            return [_Group(first, specs)], True
-    return _group_hybrid(specs), False
+            return [_Group(first, specs)], True, None
+    # 0.12 balances the groups when the kinds' layer counts are close (within 1.25x; 1.5x in 0.18)
+    balance = 1.5 if opts.since("0.18") else 1.25 if opts.since("0.12") else None
+    if not opts.since("0.11") and (opts.disable_hma or promoted):
+        return _group_hybrid(specs, balance), False, (
+            "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type.")
+    if not opts.since("0.12") and len({spec.page_size for spec in specs}) > 1:
+        return _group_hybrid(specs, balance), False, (
+            "NotImplementedError (vLLM %s groups layers of different kinds only when their KV pages are the "
+            "same size)" % opts.release["release"])
+    return _group_hybrid(specs, balance), False, None
 
 
 class _Options:
@@ -559,8 +578,6 @@ def _layer_specs(model, options, max_model_len):
             spec = spec.replaced(kind="sliding", block_size=sliding_block,
                                  window=layer["sliding_window"])
         specs.append(spec)
-    if options.disable_hma or model["chunked_local_attention"]:
-        specs = _promote_sliding(specs, model, options)
     return specs, block_size, backend
 
 
@@ -623,15 +640,18 @@ def _prepare(config, max_model_len, seat, options):
     max_model_len = _resolve_max_model_len(model, max_model_len, seat)
     opts = _Options(model, max_model_len, seat, **options)
     _check_tensor_parallel(model, opts)
-    specs, block_size, backend = _layer_specs(model, opts, max_model_len)
+    layer_specs, block_size, backend = _layer_specs(model, opts, max_model_len)
+    specs = _promote_sliding(layer_specs, model, opts) \
+        if opts.disable_hma or model["chunked_local_attention"] else layer_specs
     if not specs:
         raise KVSizingError("%sthe model has no layer that holds a KV cache" % _prefix(seat))
-    groups, uniform_type = _group(specs)
+    groups, uniform_type, layout_error = _group(specs, opts, specs is not layer_specs)
     per_token = sum(spec.per_token_bytes for spec in specs if spec.kind != "mamba")
     plan = _Plan(groups, uniform_type, opts.in_flight_tokens,
                  min(group.spec.block_size for group in groups),
-                 any(spec.kind == "mamba" for spec in specs), per_token, specs,
+                 any(spec.kind == "mamba" for spec in specs), per_token, layer_specs,
                  "groups" if opts.since("0.19") else "first_group" if opts.since("0.14") else "layers")
+    plan.layout_error = layout_error
     return model, opts, plan, backend, requested_len, max_model_len
 
 
@@ -657,6 +677,8 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         if needed > check_memory:
             estimated = plan.estimate_max_model_len(check_memory, max_model_len)
             errors.append(_admission_error(opts, max_model_len, needed, check_memory, estimated))
+    if plan.layout_error:  # raised when the groups are built, after the admission check
+        errors.append(plan.layout_error)
     num_blocks = budget // plan.bytes_per_block
     pages = plan.pages_per_request(max_model_len, for_capacity=True)
     concurrency = num_blocks / pages
@@ -768,6 +790,9 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     long_error = _long_len_error(model, length, opts)
     if long_error:
         raise KVSizingError("%smax_model_len: %s" % (_prefix(seat), long_error))
+    if plan.layout_error:
+        raise KVSizingError("%svllm_version: vLLM %s cannot run this model at any budget: %s"
+                            % (_prefix(seat), opts.release["version"], plan.layout_error))
     blocks = max(_cdiv(plan.needed(length), plan.bytes_per_block) + opts.null_blocks_held,
                  _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)))
     if plan.has_mamba and not opts.enforce_eager:
