@@ -48,8 +48,10 @@ containers:
       out), C(secret_environment) (the names of its secret variables), C(ports)
       (C(container_port), C(host_port), C(protocol)), C(network_mode), C(ipc_mode),
       C(gpu_device_ids), C(gpu_all), C(visible_devices), C(mounts) (C(source),
-      C(destination), C(read_only)), C(restart_policy), C(running_s), and C(model) for a
-      vLLM server (C(name), C(model_dir), C(model_config), C(weights_bytes), C(problem)).
+      C(destination), C(read_only)), C(restart_policy), C(running_s), C(systemd_unit), and
+      C(model) for a vLLM server (C(name), C(model_dir), C(model_config), C(weights_bytes),
+      C(problem)), with C(vllm_version), the version its boot log printed when its image tag
+      names none (else null).
   returned: success
   type: list
   elements: dict

@@ -10,5 +10,5 @@
 (and finds the model configs it serves); ``inventory`` turns that and a gpu_info reading into a
 starting host_vars file, and says what it could not work out.
 
-May import: _common, _cards, _engines.
+May import: _common, _cards, _sizing (the vLLM release an image names), _engines.
 """

@@ -24,6 +24,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields, server_args
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
 
 PLATEAU_SECONDS = 24 * 3600  # "headroom at plateau": a day after boot
 # Ansible would template these when it reads the written inventory: text from a host never
@@ -153,6 +154,12 @@ def _vllm_seat(host, name, record, gpus, note, files):
                  "as %s now: point the clients (or the gateway) that call the old name there" % (name, served, name))
             served = name
         seat["served_model_names"] = [served]
+    if image_version(record["image"]) is None:
+        if record.get("vllm_version"):
+            seat["vllm_version"] = record["vllm_version"]  # its tag names none: what its boot log printed
+        else:
+            note("seat %s: neither its image nor its boot log names the vLLM version it runs; set vllm_version "
+                 "(its KV arithmetic depends on it)" % name)
     if "max_model_len" not in fields:
         seat["max_model_len"] = "published"
         note("seat %s: no --max-model-len, so vLLM ran the model's own window: max_model_len: published" % name)

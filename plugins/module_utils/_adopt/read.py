@@ -23,6 +23,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import model_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
 
 _HF_HOME = "/root/.cache/huggingface"  # huggingface_hub's default for root, as in vLLM's image
 _CONFIG_LIMIT = 4 * 1024 * 1024
@@ -271,6 +273,22 @@ def systemd_units():
     return units
 
 
+def _logged_version(docker, record, started_at):
+    """The vLLM version a server's boot log printed (its first minutes only), or None."""
+    try:
+        started = datetime.datetime.fromisoformat(started_at[:26].rstrip("Z"))
+    except (TypeError, ValueError):
+        return None
+    until = (started + datetime.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")  # docker's times are UTC
+    rc, out, _err = docker.run(["logs", "--until", until, record["name"]], timeout=60, merge_output=True)
+    if rc != 0:
+        return None
+    try:
+        return parse_boot_log(out).get("version")
+    except VllmLogError:
+        return None
+
+
 def running_containers(docker):
     """Every running container of the Docker engine, by name (DockerError when it cannot be
     asked)."""
@@ -289,7 +307,11 @@ def running_containers(docker):
                          for image in json.loads(out or "[]") if isinstance(image, dict)}
     now = datetime.datetime.now(datetime.timezone.utc)
     units = systemd_units()
-    records = [container_record(attrs, image_env, now) for attrs in found.values()]
-    for record in records:
+    records = []
+    for attrs in found.values():
+        record = container_record(attrs, image_env, now)
         record["systemd_unit"] = units.get(record["name"])
+        record["vllm_version"] = _logged_version(docker, record, _dict(attrs.get("State")).get("StartedAt")) \
+            if record["model"] and image_version(record["image"]) is None else None
+        records.append(record)
     return sorted(records, key=lambda r: r["name"])

@@ -49,6 +49,15 @@ REQUIRED = ("ip", "nsenter", "unshare", "findmnt", "dockerd", "docker", "ssh-key
 COMPOSE_PLUGIN = Path("/usr/local/lib/docker/cli-plugins/docker-compose")
 
 
+_RELEASE_TAG = re.compile(r":v?(0\.\d+\.\d+)\Z")
+
+
+def _release_env(tag: str, kind: str) -> dict:
+    """A vLLM image tagged as a release plays that release (the stand-in's FAKE_VLLM_VERSION)."""
+    found = _RELEASE_TAG.search(tag) if kind == "vllm" else None
+    return {"FAKE_VLLM_VERSION": found.group(1)} if found else {}
+
+
 def say(message: str) -> None:
     print("twin: " + message, file=sys.stderr, flush=True)
 
@@ -220,7 +229,7 @@ def _build(fleet: dict, owner: dict | None) -> None:
     def finish(host: Host) -> None:
         host.wait_ready()
         for tag, kind in fleet["images"].items():
-            env = dict(IMAGE_ENV, **fleet.get("image_env", {}).get(tag, {}))
+            env = dict(IMAGE_ENV, **_release_env(tag, kind), **fleet.get("image_env", {}).get(tag, {}))
             host.import_image(tarball, tag, ENTRYPOINTS[kind], env)
         if host.kind == "systemd":
             host.boot_systemd(systemd_root, sysroot.IMAGE % sysroot.recipe_digest(), _systemd_mounts())

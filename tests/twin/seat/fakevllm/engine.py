@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 
-from . import VERSION
+from . import RELEASE, VERSION
 from .gpu import MIB, Driver, DriverError, OutOfMemory, mib_of
 from .kv import Plan, PlanError, format_gib, longest_fitting_len
 from .logs import Logger, flashinfer_warning, stderr, traceback_text
@@ -445,14 +445,15 @@ class Engine:
             if s.auto_fit:
                 self.auto_fit(available)
             try:
-                plan = Plan(s.layout, available, s.max_model_len, s.max_num_seqs, s.enforce_eager)
+                plan = Plan(s.layout, available, s.max_model_len, s.max_num_seqs, s.enforce_eager, RELEASE)
             except PlanError as err:
                 raise BootError(err.exc_type, str(err), [
                     ("v1/core/kv_cache_planning.py", 1554, "get_kv_cache_configs",
                      "_check_enough_kv_cache_memory("),
                     ("v1/core/kv_cache_planning.py", 77, "_check_enough_kv_cache_memory",
                      "raise ValueError(")])
-            self.log.info("capacity", plan.capacity_line())
+            for line in plan.capacity_lines():
+                self.log.info("capacity", line)
             if plan.mamba_error:
                 raise BootError("ValueError", str(plan.mamba_error), [
                     ("config/compilation.py", 1525, "resolve_cudagraph_mode_and_sizes", "raise ValueError(")])

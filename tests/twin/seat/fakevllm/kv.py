@@ -183,10 +183,10 @@ class Layout:
         return self.bytes_per_block * self.blocks_per_request(max_model_len)
 
 
-def longest_fitting_len(layout: Layout, budget: int, limit: int) -> int:
+def longest_fitting_len(layout: Layout, budget: int, limit: int, null_blocks: int = 1) -> int:
     """The longest max_model_len <= limit whose one request fits next to the null block
     (kv_cache_planning.py estimate_max_model_len / _auto_fit_max_model_len); 0 if none."""
-    available = budget - layout.bytes_per_block
+    available = budget - null_blocks * layout.bytes_per_block
     low, high, best = 1, limit, 0
     if available <= 0 or layout.needed_bytes(1) > available:
         return 0
@@ -200,18 +200,23 @@ def longest_fitting_len(layout: Layout, budget: int, limit: int) -> int:
 
 
 class Plan:
-    """What vLLM computes from a budget: blocks, capacity, or the error it raises."""
+    """What vLLM computes from a budget: blocks, capacity, or the error it raises. ``release``
+    is the version it plays, where the figures of older releases differ: the admission check
+    keeps no null block back before 0.29, and before 0.20 the token count is the blocks per group
+    times the block size (v1/core/kv_cache_utils.py of each release)."""
 
     def __init__(self, layout: Layout, budget: int, max_model_len: int, max_num_seqs: int,
-                 enforce_eager: bool):
-        self.layout = layout
+                 enforce_eager: bool, release=(0, 33, 0)):
+        self.layout, self.release = layout, release
+        self.null_blocks = 1 if release >= (0, 29) else 0
         self.budget = budget
         self.max_model_len = max_model_len
         self.num_blocks = budget // layout.bytes_per_block if budget > 0 else 0
         self._admit()
         per_request = layout.blocks_per_request(max_model_len)
         self.max_concurrency = self.num_blocks / per_request
-        self.tokens = int(self.max_concurrency * max_model_len)
+        self.tokens = int(self.max_concurrency * max_model_len) if release >= (0, 20) \
+            else self.num_blocks // len(layout.groups) * layout.block_size
         self.kv_bytes = self.num_blocks * layout.bytes_per_block
         self.mamba_error = None
         if layout.has_mamba and not enforce_eager and max_num_seqs > self.num_blocks:
@@ -222,9 +227,9 @@ class Plan:
                 % (max_num_seqs, self.num_blocks, self.num_blocks)))
 
     def _admit(self):
-        """kv_cache_planning.py _check_enough_kv_cache_memory, one null block held back."""
+        """kv_cache_planning.py _check_enough_kv_cache_memory, one null block held back (0.29)."""
         layout = self.layout
-        available = self.budget - layout.bytes_per_block
+        available = self.budget - self.null_blocks * layout.bytes_per_block
         if available <= 0:
             raise PlanError("ValueError", (
                 "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
@@ -234,7 +239,7 @@ class Plan:
         needed = layout.needed_bytes(self.max_model_len)
         if needed <= available:
             return
-        estimated = longest_fitting_len(layout, self.budget, self.max_model_len)
+        estimated = longest_fitting_len(layout, self.budget, self.max_model_len, self.null_blocks)
         estimate = ("Based on the available memory, the estimated maximum model length is %d. "
                     % estimated) if estimated > 0 else ""
         raise PlanError("ValueError", (
@@ -245,6 +250,9 @@ class Plan:
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
             % (self.max_model_len, format_gib(needed), format_gib(available), estimate)))
 
-    def capacity_line(self) -> str:
-        return ("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per request: "
-                "%.2fx".format(self.tokens, self.max_model_len) % self.max_concurrency)
+    def capacity_lines(self) -> list:
+        """One line since 0.28; before, the size and the concurrency on lines of their own."""
+        size = "GPU KV cache size: {:,} tokens".format(self.tokens)
+        concurrency = "Maximum concurrency for {:,} tokens per request: %.2fx".format(self.max_model_len) \
+            % self.max_concurrency
+        return [size + ", " + concurrency] if self.release >= (0, 28) else [size, concurrency]

@@ -283,3 +283,19 @@ def test_whatever_docker_and_the_cards_say_is_adopted_or_refused_never_crashes(t
         adopted_inventory("gpu7", [container_record(attrs, {}, NOW)], cards, now=NOW)
     except ValueError:
         pass
+
+
+def test_a_seat_whose_image_names_no_version_takes_the_one_its_boot_log_printed(tmp_path):
+    records = _records(tmp_path)
+    digest = "sha256:" + "d" * 64
+    chat = dict(records[0], image=digest, vllm_version="0.26.0")
+    coder = dict(records[1], image=digest, vllm_version=None)
+    cards = _cards({1: [{"pid": 7, "used_mib": 3700, "container": "asr"}]})
+    adopted = adopted_inventory("gpu7", [chat, coder] + records[2:], cards, now=NOW)
+    seats = {seat["name"]: seat for seat in adopted["host_vars"]["llmfleet_seats"]}
+    assert seats["chat"]["vllm_version"] == "0.26.0"
+    assert "vllm_version" not in seats["coder"]
+    assert "seat coder: neither its image nor its boot log names the vLLM version it runs; set vllm_version " \
+           "(its KV arithmetic depends on it)" in adopted["notes"]
+    tagged = adopted_inventory("gpu7", records, cards, now=NOW)
+    assert all("vllm_version" not in seat for seat in tagged["host_vars"]["llmfleet_seats"]), "the tag says it"
