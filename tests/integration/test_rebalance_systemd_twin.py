@@ -50,7 +50,7 @@ def seat_state() -> dict:
 def systemd_fleet_files(path, digest, **delta):
     """The twin-pair fleet with delta run by systemd (and ``delta``'s further fields) and zeta,
     a TP=2 seat like it, on twin2."""
-    hosts = fleet_with(path, delta=dict({"runtime": "systemd", "image": digest}, **delta))
+    hosts = fleet_with(path, delta=dict({"runtime": "systemd", "image": digest, "vllm_version": "0.33.0"}, **delta))
     twin2 = hosts.parent / "host_vars" / "twin2.yml"
     host_vars = yaml.safe_load(twin2.read_text())
     host_vars["llmfleet_seats"].append(dict(host_vars["llmfleet_seats"][0], **TP_SEAT))
@@ -202,6 +202,7 @@ def test_a_seat_an_operator_runs_with_systemd_is_adopted_as_a_systemd_seat(syste
         text = (out / "host_vars" / "twin2.yml").read_text()
         seat = {s["name"]: s for s in yaml.safe_load(text)["llmfleet_seats"]}["qwen-op"]
         assert (seat["runtime"], seat["image"], seat["current_gpu"]) == ("systemd", systemd_fleet["digest"], gpu)
+        assert seat["vllm_version"] == "0.33.0", "a digest names no version: the boot log's"
         assert (seat["max_model_len"], seat["kv_cache_memory_bytes"], seat["port"]) == (8192, "2GiB", 8300)
         assert "run by the systemd unit qwen-op.service now: disable it" in text
         assert "ran with Restart=on-failure, which never restarts vLLM after a worker fault" in text
