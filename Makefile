@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := . scripts/env.sh &&
 
-.PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench clean
+.PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench kv-releases clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -43,6 +43,9 @@ cores: venv  ## the unit tests and sanity on the other ansible-cores the collect
 
 bench: venv  ## print sizing and placement figures
 	$(ENV) for b in bench/*.py; do python "$$b"; done
+
+kv-releases: venv  ## the full KV differential sweep: every modelled vLLM release against its own planning code (downloads its sources once, ~0.8 GB)
+	$(ENV) python tests/differential/run_release_differential.py --release all --cases 1000 --report .build/kv-releases.json
 
 clean:  ## remove the venv and build outputs
 	rm -rf .venv .build

@@ -129,7 +129,13 @@ def main(argv=None):
                 reports.append(json.loads(Path(one.name).read_text()) if proc.returncode in (0, 2)
                                else {"release": release, "error": proc.stderr[-2000:]})
         args.report.write_text(json.dumps(reports, indent=1, default=str))
-        return 0 if all("error" not in r and "source_error" not in r for r in reports) else 1
+        for report in reports:
+            print("vllm %-7s %s" % (report["release"], report.get("error") or report.get("source_error") or
+                                    "%4d compared, %d mismatches, %d boot failures, %.1f s; left out: %s" % (
+                                        report["compared"], len(report["mismatches"]), report["boot_failures"],
+                                        report["seconds"], ", ".join("%s (%d)" % item for item in
+                                                                     sorted(report["left_out"].items())))))
+        return 0 if all("error" not in r and "source_error" not in r and not r["mismatches"] for r in reports) else 1
     try:
         report = run_release(args.release, args.cases, args.seed, args.cache, args.perturb)
     except SourceUnavailable as exc:

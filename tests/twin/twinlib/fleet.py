@@ -229,7 +229,8 @@ def _build(fleet: dict, owner: dict | None) -> None:
     def finish(host: Host) -> None:
         host.wait_ready()
         for tag, kind in fleet["images"].items():
-            env = dict(IMAGE_ENV, **_release_env(tag, kind), **fleet.get("image_env", {}).get(tag, {}))
+            env = dict(IMAGE_ENV, **_release_env(tag, kind))
+            env.update(fleet.get("image_env", {}).get(tag, {}))
             host.import_image(tarball, tag, ENTRYPOINTS[kind], env)
         if host.kind == "systemd":
             host.boot_systemd(systemd_root, sysroot.IMAGE % sysroot.recipe_digest(), _systemd_mounts())

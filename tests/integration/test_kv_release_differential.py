@@ -1,0 +1,63 @@
+"""THE DIFFERENTIAL TEST, per vLLM release: our KV arithmetic for a seat that runs release R
+against R's own planning code.
+
+tests/differential/run_release_differential.py downloads each modelled release's sdist (the
+0.15 wheel: that release has no sdist) once into .build/cache/vllm-src, imports its
+v1/kv_cache_interface.py and v1/core/kv_cache_utils.py whole under stand-ins for torch and the
+rest of vLLM, and compares bytes per block, blocks, tokens, exact concurrency and the boot
+verdict with its error text, case by case. A sample of cases per release here; `make bench`
+runs the full sweep (bench/bench_kv_releases.py). 0.33 itself is test_kv_differential.py's.
+Without the sources the test fails in CI (``CI`` set) and skips elsewhere, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+from support.need import need
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+RUNNER = REPO_ROOT / "tests" / "differential" / "run_release_differential.py"
+CASES = 160
+RELEASES = [source for source in MODELLED.values() if source != LATEST]
+
+
+def run(tmp_path, release, *extra):
+    report = tmp_path / ("%s.json" % release)
+    proc = subprocess.run([sys.executable, str(RUNNER), "--release", release, "--cases", str(CASES), "--report",
+                           str(report), *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
+                          check=False)
+    if proc.returncode == 2:
+        need(False, "vllm %s source unavailable: %s" % (release, json.loads(report.read_text())["source_error"]))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, release):
+    report = run(tmp_path, release)
+    counts = "vllm %s (%s): %d of %d cases compared, %d boot failures, by family %s; left out %s" % (
+        release, report["source"], report["compared"], report["cases"], report["boot_failures"],
+        report["families"], report["left_out"])
+    print(counts)
+    shown = json.dumps(report["mismatches"][:3], indent=1, default=str)
+    assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
+    assert report["rejected"] == [], report["rejected"][:3]
+    assert report["compared"] >= CASES // 2, counts
+    assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla"} <= set(report["families"]), counts
+    assert 0 < report["boot_failures"] < report["compared"], counts
+
+
+def test_the_comparison_catches_an_off_by_one(tmp_path):
+    perturbed = run(tmp_path, "0.26.0", "--perturb", "num_blocks")
+    # a boot the release refuses has no blocks to compare
+    assert len(perturbed["mismatches"]) == perturbed["compared"] - perturbed["boot_failures"] > 0
+    assert {mismatch["field"] for mismatch in perturbed["mismatches"]} == {"num_blocks"}
