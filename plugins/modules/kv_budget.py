@@ -7,10 +7,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: kv_budget
-short_description: Size or evaluate a vLLM seat's KV cache exactly as vLLM 0.33 does
+short_description: Size or evaluate a vLLM seat's KV cache exactly as its vLLM release does
 version_added: 0.1.0
 description:
-  - Computes, from a model's C(config.json), what C(vllm serve) 0.33 does with a KV cache budget
+  - Computes, from a model's C(config.json), what C(vllm serve) (0.33, or the release
+    O(vllm_version) names) does with a KV cache budget
     pinned by C(--kv-cache-memory-bytes) - block size, bytes per block, blocks, the
     C(GPU KV cache size) and C(Maximum concurrency) figures it logs, and whether it boots (with
     vLLM's own error text when it does not).
@@ -19,8 +20,8 @@ description:
     of O(kv_round_to). With it, it evaluates that budget.
   - All bytes are per GPU (tensor-parallel rank). Defaults model C(vllm serve) on H100/H200;
     O(gpu) selects another card's defaults.
-  - The arithmetic is checked against vLLM 0.33.0's own planning code on generated
-    configurations (the collection's differential test).
+  - The arithmetic is checked against each modelled release's own planning code on generated
+    configurations (the collection's differential tests).
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:

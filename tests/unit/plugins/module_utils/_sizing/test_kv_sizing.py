@@ -360,3 +360,53 @@ def test_seed_001_gemma_4_26b_boot_line():
     assert (result["kv_cache_tokens"], result["max_concurrency"]) == (1724110, 6.58)
     assert evaluate("gemma-4-26b-a4b-it", 262144, budget - 327680, kv_cache_dtype="fp8",
                     gpu="rtx-pro-6000")["kv_cache_tokens"] != 1724110
+
+
+# Per release (docs/kv-sizing.md "Per release"); each switch checked at the release it changed.
+def test_the_exact_fit_boots_before_0_29_which_holds_the_null_block_back():
+    assert evaluate("qwen3-32b", 32768, vllm_version="0.28.0")["boot_ok"]
+    assert not evaluate("qwen3-32b", 32768, vllm_version="0.29.0")["boot_ok"]
+    sized = size_kv_budget(config("qwen3-32b"), 32768, kv_factor=1.0, kv_round_to=1, vllm_version="0.28.0")
+    assert sized["min_kv_cache_memory_bytes"] == 2048 * sized["bytes_per_block"], "no block held back"
+
+
+def test_before_0_20_the_capacity_line_counts_blocks_per_group():
+    old, new = (evaluate("qwen3-8b", 30001, vllm_version=version) for version in ("0.19.1", "0.20.2"))
+    assert old["num_blocks"] == new["num_blocks"]
+    assert old["kv_cache_tokens"] == old["num_blocks"] * 16
+    assert new["kv_cache_tokens"] == int(new["num_blocks"] / 1876 * 30001) != old["kv_cache_tokens"]
+    gemma = evaluate("gemma-3-27b-it", 8192, vllm_version="0.19.1")
+    assert gemma["kv_cache_tokens"] == gemma["num_blocks"] // len(gemma["groups"]) * 16
+
+
+def test_a_sliding_window_keeps_two_batches_in_flight_from_0_26():
+    old, new = (evaluate("gpt-oss-20b", 131072, vllm_version=version) for version in ("0.25.1", "0.26.0"))
+    sliding = [group for group in new["groups"] if group["kind"] == "sliding_window"]
+    assert sliding, new["groups"]
+    assert new["blocks_per_request"] - old["blocks_per_request"] == len(sliding) * 8192 // 16
+
+
+def test_the_admission_errors_are_each_releases_words():
+    for version, phrase in (("0.12.0", "models's max seq len (32768), (8.00 GiB KV cache"),
+                            ("0.14.1", "models's max seq len (32768), (8.0 GiB KV cache"),
+                            ("0.29.0", "model's max seq len (32768), (8.0 GiB KV cache")):
+        failed = evaluate("qwen3-32b", 32769, vllm_version=version)
+        assert phrase.replace("32768)", "32769)") in failed["boot_error"], (version, failed["boot_error"])
+    assert "conserving_memory" not in evaluate("qwen3-32b", 32769, vllm_version="0.12.0")["boot_error"]
+    assert "conserving_memory" in evaluate("qwen3-32b", 32769, vllm_version="0.13.0")["boot_error"]
+
+
+def test_layers_of_different_page_sizes_do_not_group_before_0_12():
+    old = evaluate("gemma-4-31b-it", 8192, vllm_version="0.11.2")
+    assert not old["boot_ok"] and old["boot_error"].startswith("NotImplementedError (vLLM 0.11.2 groups")
+    assert evaluate("gemma-4-31b-it", 8192, vllm_version="0.12.0")["boot_ok"]
+    with pytest.raises(KVSizingError, match="vllm_version: vLLM 0.11.2 cannot run this model at any budget"):
+        size_kv_budget(config("gemma-4-31b-it"), 8192, vllm_version="0.11.2")
+
+
+def test_a_release_outside_the_modelled_ones_is_refused_unless_the_nearest_is_asked_for():
+    with pytest.raises(KVSizingError, match=r"seat s: vllm_version: expected a vLLM release whose KV arithmetic "
+                                            r"is modelled .* got '0.34.0'"):
+        evaluate("qwen3-8b", 4096, seat="s", vllm_version="0.34.0")
+    nearest = evaluate("qwen3-8b", 4096, vllm_version="0.34.0", allow_nearest_vllm_release=True)
+    assert (nearest["vllm_version"], nearest["vllm_release"]) == ("0.34.0", "0.33.0")
