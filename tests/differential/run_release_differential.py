@@ -33,7 +33,11 @@ from vllm_release_planning import SourceUnavailable, load, run_case  # noqa: E40
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED  # noqa: E402
 
-COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error")
+COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error",
+            "max_num_batched_tokens", "max_num_seqs")
+# What the release's platform says of each card (as the 0.33 harness's).
+GPUS = {name: (int(profile["memory_gib"] * (1 << 30)), profile["name"])
+        for name, profile in _kv_sizing.GPU_PROFILES.items()}
 # What these two files do not hold: Mamba state shapes (GDN), chunked local attention (Llama 4).
 NOT_HERE = {"gdn": "GDN state shapes live in the model code", "llama4": "chunked local attention"}
 
@@ -94,6 +98,11 @@ def run_release(release, count, seed, cache, perturb=None):
                 continue
             truth, options = release_inputs(case, mine, release)
             theirs = run_case(harness, truth, options)
+            limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
+                                          mine["max_model_len"], case["options"]["max_num_batched_tokens"],
+                                          case["options"]["max_num_seqs"])
+            if limits:
+                theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
             if perturb:
                 mine[perturb] = mine[perturb] + 1
             report["compared"] += 1

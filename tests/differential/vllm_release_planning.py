@@ -50,6 +50,10 @@ REAL_MODULES = (
 REGISTRATION = "vllm/v1/core/single_type_kv_cache_manager.py"
 # Since 0.26 a sliding window keeps the tokens of every batch in flight (VllmConfig properties).
 VLLM_CONFIG = "vllm/config/vllm.py"
+# `vllm serve`'s batch defaults per card, and the usage context they are keyed by.
+ARG_UTILS, USAGE = "vllm/engine/arg_utils.py", "vllm/usage/usage_lib.py"
+# (0.12 on; before, the same lines sit inside a method that sets much else, and are read, not run)
+BATCH_SETTER = "_set_default_max_num_seqs_and_batched_tokens_args"
 HELPERS = {
     "cdiv": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
     "round_up": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
@@ -91,7 +95,7 @@ def ensure_source(version: str, cache_dir: Path, timeout: int = 900) -> Path:
 
 def extract_sources(archive: Path, dest: Path) -> Path:
     """The release's python files under ``vllm/`` (only those this harness reads)."""
-    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG} | {path for paths in HELPERS.values() for path in paths}
+    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE} | {path for paths in HELPERS.values() for path in paths}
     if archive.name.endswith(".whl"):
         with zipfile.ZipFile(archive) as whl:
             for name in whl.namelist():
@@ -251,18 +255,39 @@ def _cut(path, name, namespace=None):
     return None
 
 
-def _cut_method(path, class_name, name):
-    """A method of a class in a source file, as a plain function."""
+def _cut_method(path, class_name, name, namespace=None):
+    """A method of a class in a source file (or, without ``name``, the class), as a plain
+    function executed in ``namespace``."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == name:
-                    item.decorator_list = []
-                    namespace = {}
-                    exec(compile(ast.Module(body=[item], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
-                    return namespace[name]
+            found = [node] if name is None else [item for item in node.body
+                                                 if isinstance(item, ast.FunctionDef) and item.name == name]
+            if found:
+                if name is not None:
+                    found[0].decorator_list = []
+                namespace = {} if namespace is None else namespace
+                exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+                return namespace[name or class_name]
     return None
+
+
+class _Platform:
+    """current_platform for one card: CUDA, its memory and name."""
+
+    def __init__(self, memory, name):
+        self.memory, self.name = memory, name
+
+    def get_device_total_memory(self, *args):
+        return self.memory
+
+    def get_device_name(self, *args):
+        return self.name
+
+    def __getattr__(self, name):
+        if name.startswith("is_"):
+            return lambda *args: name == "is_cuda"
+        raise AttributeError(name)
 
 
 class Harness:
@@ -306,6 +331,7 @@ class Harness:
         self.utils = self.modules["vllm.v1.core.kv_cache_utils"]
         self.utils.__dict__.update({k: v for k, v in helpers.items() if k in self.utils.__dict__})
         self._register_specs()
+        self._load_batch_defaults()
         self.config_properties = {}
         if (source_root / VLLM_CONFIG).exists():
             for name in ("max_concurrent_batches", "max_in_flight_tokens"):
@@ -327,6 +353,35 @@ class Harness:
         register = _cut(self.root / REGISTRATION, "register_all_kvcache_specs", namespace)
         if register is not None:
             register(None)
+
+    def _load_batch_defaults(self):
+        self.batch_setter = None
+        if not (self.root / ARG_UTILS).exists() or not (self.root / USAGE).exists():
+            return
+        import enum
+        usage = _cut_method(self.root / USAGE, "UsageContext", None, {"Enum": enum.Enum})
+        importlib.import_module("vllm.usage.usage_lib").UsageContext = self.usage_context = usage
+        self.args_ns = {"GiB_bytes": GIB, "logger": _Logger(logging.getLogger("vllm-args"), {}), "sys": sys,
+                        "UsageContext": usage, "envs": sys.modules["vllm.envs"],
+                        "SchedulerConfig": _Config(DEFAULT_MAX_NUM_BATCHED_TOKENS=2048, DEFAULT_MAX_NUM_SEQS=128)}
+        self.batch_defaults_fn = _cut_method(self.root / ARG_UTILS, "EngineArgs", "get_batch_defaults", self.args_ns)
+        self.batch_setter = _cut_method(self.root / ARG_UTILS, "EngineArgs", BATCH_SETTER, self.args_ns)
+
+    def batch_limits(self, gpu, tp, max_model_len, max_num_batched_tokens, max_num_seqs):
+        """``(max_num_batched_tokens, max_num_seqs)`` as the release's EngineArgs resolves them
+        for ``vllm serve`` on ``gpu`` (``(memory bytes, name)``), or None before 0.12."""
+        if self.batch_setter is None:
+            return None
+        self.args_ns["current_platform"] = _Platform(*gpu)
+        args = _Config(pipeline_parallel_size=1, tensor_parallel_size=tp, max_num_batched_tokens=max_num_batched_tokens,
+                       max_num_seqs=max_num_seqs, performance_mode=None, enable_chunked_prefill=True,
+                       enable_prefix_caching=True)
+        if self.batch_defaults_fn:
+            args.get_batch_defaults = lambda world_size: self.batch_defaults_fn(None, world_size)
+        _call(self.batch_setter, self=args, usage_context=self.usage_context.OPENAI_API_SERVER,
+              model_config=_Config(max_model_len=max_model_len, is_multimodal_model=False, runner_type="generate"),
+              parallel_config=_Config(use_batched_dp_moe=False))
+        return args.max_num_batched_tokens, args.max_num_seqs
 
     def layout(self):
         """The default LBNHC layout, where the release has layouts."""

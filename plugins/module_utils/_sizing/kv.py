@@ -448,7 +448,7 @@ class _Options:
         """EngineArgs.get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args
         for ``vllm serve`` (OPENAI_API_SERVER usage context)."""
         profile = GPU_PROFILES[self.gpu]
-        if profile["memory_gib"] >= 160:
+        if profile["memory_gib"] >= 160 and self.since("0.28"):  # B200's own tier from 0.28
             default_tokens, default_seqs = 16384, 1024
         elif profile["memory_gib"] >= 70 and "a100" not in profile["name"].lower():
             default_tokens, default_seqs = 8192, 1024
@@ -457,7 +457,8 @@ class _Options:
         seqs = default_seqs if max_num_seqs is None \
             else self.positive_int("max_num_seqs", max_num_seqs)
         if max_num_batched_tokens is None:
-            tokens = min(seqs * max_model_len, default_tokens)
+            # 0.10 took the card's default as it was; 0.11 caps it at a full batch of lengths
+            tokens = min(seqs * max_model_len, default_tokens) if self.since("0.11") else default_tokens
         else:
             tokens = self.positive_int("max_num_batched_tokens", max_num_batched_tokens)
         if max_num_seqs is None:
