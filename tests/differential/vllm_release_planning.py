@@ -54,6 +54,8 @@ VLLM_CONFIG = "vllm/config/vllm.py"
 ARG_UTILS, USAGE = "vllm/engine/arg_utils.py", "vllm/usage/usage_lib.py"
 # (0.12 on; before, the same lines sit inside a method that sets much else, and are read, not run)
 BATCH_SETTER = "_set_default_max_num_seqs_and_batched_tokens_args"
+# What a worker does with a pinned budget at boot.
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
 HELPERS = {
     "cdiv": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
     "round_up": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
@@ -95,7 +97,7 @@ def ensure_source(version: str, cache_dir: Path, timeout: int = 900) -> Path:
 
 def extract_sources(archive: Path, dest: Path) -> Path:
     """The release's python files under ``vllm/`` (only those this harness reads)."""
-    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE} | {path for paths in HELPERS.values() for path in paths}
+    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER} | {path for paths in HELPERS.values() for path in paths}
     if archive.name.endswith(".whl"):
         with zipfile.ZipFile(archive) as whl:
             for name in whl.namelist():
@@ -498,6 +500,18 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
             if found:
                 result["max_concurrency"] = float(found.group(2))
     return result
+
+
+def pinned_budget_branch(root: Path) -> str:
+    """The source of ``Worker.determine_available_memory``'s branch for a pinned
+    ``kv_cache_memory_bytes``: what the worker does with it before the KV cache is allocated."""
+    tree = ast.parse((root / GPU_WORKER).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "determine_available_memory":
+            for branch in ast.walk(node):
+                if isinstance(branch, ast.If) and "kv_cache_memory_bytes" in ast.unparse(branch.test):
+                    return ast.unparse(ast.Module(body=branch.body, type_ignores=[]))
+    raise SourceUnavailable("%s has no pinned-budget branch in determine_available_memory" % GPU_WORKER)
 
 
 def load(version, cache_dir, work_dir):

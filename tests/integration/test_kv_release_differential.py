@@ -26,6 +26,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releas
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 RUNNER = REPO_ROOT / "tests" / "differential" / "run_release_differential.py"
+sys.path.insert(0, str(RUNNER.parent))
+from vllm_release_planning import SourceUnavailable, ensure_source, extract_sources, pinned_budget_branch  # noqa: E402
 CASES = 160
 RELEASES = [source for source in MODELLED.values() if source != LATEST]
 
@@ -61,3 +63,20 @@ def test_the_comparison_catches_an_off_by_one(tmp_path):
     # a boot the release refuses has no blocks to compare
     assert len(perturbed["mismatches"]) == perturbed["compared"] - perturbed["boot_failures"] > 0
     assert {mismatch["field"] for mismatch in perturbed["mismatches"]} == {"num_blocks"}
+
+
+@pytest.mark.parametrize("release", list(MODELLED.values()))
+def test_no_modelled_release_profiles_or_validates_a_pinned_budget(tmp_path, release):
+    """vLLM PR #56698 proposes profiling and validating ``kv_cache_memory_bytes`` instead of
+    skipping the memory profile; were a modelled release to include it, its pre-gate and
+    footprint would change. Every one still runs the compile-only profile, logs that it skipped
+    memory profiling and returns the pinned bytes unchecked."""
+    try:
+        root = extract_sources(ensure_source(release, REPO_ROOT / ".build" / "cache" / "vllm-src"), tmp_path)
+    except SourceUnavailable as exc:
+        need(False, str(exc))
+    branch = pinned_budget_branch(root)
+    assert "skipped memory profiling" in branch and "profile_run(" in branch, branch
+    assert "raise" not in branch and "free_memory <" not in branch and "free_memory >" not in branch, branch
+    assert branch.rstrip().splitlines()[-1].lstrip().startswith("return") and "kv_cache_memory_bytes" in \
+        "\n".join(branch.rstrip().splitlines()[-6:]), branch
