@@ -518,10 +518,36 @@ def _mamba_state_bytes(model, options):
     return conv + ssm
 
 
+def _mla_backend_before_0_18(options, model):
+    """platforms/cuda.py check_and_update_config before 0.18: FlashMLA on Hopper; on Blackwell
+    CUTLASS MLA, or FlashInfer MLA for 128-wide nope heads from 0.15; Triton MLA elsewhere."""
+    family = options.sm // 10
+    if family == 10:
+        flashinfer = options.since("0.15") and model["mla"]["qk_nope_head_dim"] == 128
+        return _FLASHINFER_MLA if flashinfer else _CUTLASS_MLA
+    return _FLASHMLA if family == 9 else _TRITON_MLA
+
+
+def _forced_mla_block(options, backend):
+    """The block size an MLA backend forced before 0.18: its own, unless the block already is
+    one (0.10: exactly it; 0.11: a multiple of it; FlashInfer MLA also takes 32)."""
+    block = options.user_block_size or 16
+    forced = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64}.get(backend.name)
+    if forced is None:
+        return block
+    if backend.name == "FLASHINFER_MLA":
+        keeps = block == 32 or block % 64 == 0
+    else:
+        keeps = block % forced == 0 if options.since("0.11") else block == forced
+    return block if keeps else forced
+
+
 def _block_size(model, options, backend, attn_per_token):
     """Platform.update_block_size_for_backend: phase 1 (backend preference unless --block-size)
     and phase 2 (_align_hybrid_block_size for Mamba hybrids). Returns (block size, mamba page
     padding or None, mamba state bytes)."""
+    if model["mla"] and not options.since("0.18"):
+        return _forced_mla_block(options, backend), None, 0
     block_size = options.user_block_size or backend.preferred_block_size(16)
     if block_size % min(backend.bases()):
         raise options.error("block_size", "a multiple of %d (the %s backend's kernel block)"
@@ -547,6 +573,8 @@ def _layer_specs(model, options, max_model_len):
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
     backend = _attention_backend(options.sm, model, options.kv_cache_dtype)
+    if model["mla"] and not options.since("0.18"):
+        backend = _mla_backend_before_0_18(options, model)
     stride_base = backend.stride_alignment_base()
     attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]
     reference = attention[0]

@@ -410,3 +410,12 @@ def test_a_release_outside_the_modelled_ones_is_refused_unless_the_nearest_is_as
         evaluate("qwen3-8b", 4096, seat="s", vllm_version="0.34.0")
     nearest = evaluate("qwen3-8b", 4096, vllm_version="0.34.0", allow_nearest_vllm_release=True)
     assert (nearest["vllm_version"], nearest["vllm_release"]) == ("0.34.0", "0.33.0")
+
+
+def test_before_0_18_the_mla_backend_forces_its_block_size():
+    def block(version, gpu, **options):
+        return evaluate("deepseek-v2-lite", 8192, vllm_version=version, gpu=gpu, **options)["block_size"]
+    assert (block("0.17.1", "h100"), block("0.18.1", "h100")) == (64, 16), "FlashMLA, then FlashAttention MLA"
+    assert block("0.17.1", "b200") == 64 and block("0.14.1", "b200") == 128, "FlashInfer MLA from 0.15, CUTLASS before"
+    assert block("0.17.1", "a100") == 16
+    assert block("0.11.2", "h100", block_size=128) == 128 and block("0.10.2", "h100", block_size=128) == 64
