@@ -401,11 +401,10 @@ class Harness:
     def layer_spec(self, layer, block_size, tp, kv_dtype):
         heads = 1 if layer["kind"] == "mla" else max(1, layer["kv_heads"] // tp)
         common = {"block_size": block_size, "num_kv_heads": heads, "head_size": layer["head_size"],
-                  "dtype": kv_dtype, "use_mla": False}
-        if layer["kind"] == "mla":
-            if hasattr(self.kvi, "MLAAttentionSpec"):
-                return self.spec("MLAAttentionSpec", **common)
-            return self.spec("FullAttentionSpec", **dict(common, use_mla=True))
+                  "dtype": kv_dtype, "use_mla": layer["kind"] == "mla"}
+        if layer["kind"] == "mla":  # 0.10 marks MLA on a full-attention spec
+            return self.spec("MLAAttentionSpec" if hasattr(self.kvi, "MLAAttentionSpec") else "FullAttentionSpec",
+                             **common)
         if layer.get("window"):
             return self.spec("SlidingWindowSpec", sliding_window=layer["window"], **common)
         return self.spec("FullAttentionSpec", head_size_v=layer["head_size"], **common)
@@ -520,5 +519,3 @@ def load(version, cache_dir, work_dir):
     harness = Harness(extract_sources(archive, work_dir), version)
     harness.source = archive.name
     return harness
-
-

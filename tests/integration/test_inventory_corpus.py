@@ -319,6 +319,19 @@ CASES = [
      "processes[0].args: expected a list of strings"),
     ("a cards snapshot that is missing", host(seat_plan_cards_snapshot="/nonexistent/cards.json"),
      "seat_plan_cards_snapshot: snapshot /nonexistent/cards.json: cannot read it"),
+    # the vLLM release: it decides the KV arithmetic
+    ("a digest naming no vLLM version", seat(0, image="vllm/vllm-openai@sha256:" + "a" * 64),
+     "seat alpha: llmfleet_seats[0].vllm_version: expected the vLLM version the image runs (its tag names none"),
+    ("a vLLM release not modelled", seat(0, image="vllm/vllm-openai:v0.34.0"),
+     "llmfleet_seats[0].image: expected a vLLM release whose KV arithmetic is modelled"),
+    ("a vLLM release without pinned KV", seat(0, image="vllm/vllm-openai:v0.9.2"),
+     "expected vLLM 0.10.2 or later: earlier releases have no --kv-cache-memory-bytes"),
+    ("a vllm_version the tag contradicts", seat(0, vllm_version="0.26.0"),
+     "llmfleet_seats[0].vllm_version: expected the version the image tag names (0.33.0), or no vllm_version"),
+    ("a vllm_version YAML read as a number", seat(0, image="sha256:" + "b" * 64, vllm_version=0.26),
+     "vllm_version: expected a vLLM version such as 0.26.0 (quoted: YAML reads 0.26 as a number)"),
+    ("allow_nearest_vllm_release a string", seat(0, allow_nearest_vllm_release="yes"),
+     "llmfleet_seats[0].allow_nearest_vllm_release: expected true or false"),
 ]
 
 
