@@ -5,7 +5,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""vLLM 0.33's KV cache arithmetic for a pinned ``--kv-cache-memory-bytes`` budget.
+"""vLLM's KV cache arithmetic for a pinned ``--kv-cache-memory-bytes`` budget.
 
 Mirrors, step by step, what ``vllm serve`` 0.33.0 does between loading the model and printing
 "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: Cx": the block
@@ -15,6 +15,9 @@ size (backend preference, then the hybrid Mamba alignment), one KV cache spec pe
 the startup admission check that holds one null block back (with vLLM's own error text and
 estimated maximum length), the capacity line (``v1/core/kv_cache_utils.py``) and the Mamba
 ``max_num_seqs`` check (``config/compilation.py``). Every figure is per GPU (TP rank).
+
+``vllm_version`` selects an older release's arithmetic where it differs (``_Options.since``
+marks each change with the release that made it; docs/kv-sizing.md lists them), from 0.10.2 on.
 
 The sizing rule on top: the smallest budget that boots and whose maximum concurrency at
 ``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.
@@ -265,9 +268,9 @@ class _Plan:
     """The grouped specs of one seat: everything that does not depend on the budget."""
 
     def __init__(self, groups, uniform_type, in_flight_tokens, block_size, has_mamba,
-                 per_token_kv_bytes, layer_specs, admission):
+                 per_token_kv_bytes, layer_specs, admission, layout_error):
         self.groups, self.uniform_type = groups, uniform_type
-        self.layer_specs, self.admission = layer_specs, admission
+        self.layer_specs, self.admission, self.layout_error = layer_specs, admission, layout_error
         self.in_flight_tokens, self.block_size = in_flight_tokens, block_size
         self.has_mamba, self.per_token_kv_bytes = has_mamba, per_token_kv_bytes
         self.bytes_per_block = max(group.bytes_per_block() for group in groups)
@@ -425,7 +428,6 @@ class _Options:
         self.kv_bytes = 1 if self.kv_cache_dtype.startswith("fp8") else (
             2 if self.kv_cache_dtype in ("bfloat16", "float16") else self.model_dtype_bytes)
         self._batch_defaults(max_model_len, max_num_batched_tokens, max_num_seqs)
-        self.async_scheduling = True
         # 0.26: a sliding window keeps the tokens of every batch in flight (two, scheduled
         # asynchronously); before, one batch's.
         self.in_flight_tokens = (2 if self.since("0.26") else 1) * self.max_num_batched_tokens
@@ -679,8 +681,8 @@ def _prepare(config, max_model_len, seat, options):
     plan = _Plan(groups, uniform_type, opts.in_flight_tokens,
                  min(group.spec.block_size for group in groups),
                  any(spec.kind == "mamba" for spec in specs), per_token, layer_specs,
-                 "groups" if opts.since("0.19") else "first_group" if opts.since("0.14") else "layers")
-    plan.layout_error = layout_error
+                 "groups" if opts.since("0.19") else "first_group" if opts.since("0.14") else "layers",
+                 layout_error)
     return model, opts, plan, backend, requested_len, max_model_len
 
 
@@ -773,14 +775,16 @@ def _budget(value, seat, name="kv_cache_memory_bytes"):
 
 
 def evaluate_kv_budget(config, max_model_len, kv_cache_memory_bytes, seat=None, **options):
-    """What vLLM 0.33 does with this per-GPU budget: blocks, tokens, concurrency, boot verdict.
+    """What vLLM (0.33, or ``vllm_version``) does with this per-GPU budget: blocks, tokens,
+    concurrency, boot verdict.
 
     ``config`` is a config.json dict (or describe_model's result); ``max_model_len`` an int,
     ``"published"`` or ``"auto"`` (vLLM's auto-fit); the budget an int or a size string.
     ``options``: kv_cache_dtype, tensor_parallel_size, block_size, enable_prefix_caching,
     max_num_batched_tokens, max_num_seqs (None = vLLM's default for ``gpu``), gpu,
     num_speculative_tokens (MTP), enforce_eager, mamba_cache_dtype, mamba_ssm_cache_dtype,
-    disable_hybrid_kv_cache_manager, allow_long_max_model_len.
+    disable_hybrid_kv_cache_manager, allow_long_max_model_len, vllm_version,
+    allow_nearest_vllm_release.
     """
     budget = _budget(kv_cache_memory_bytes, seat)
     model, opts, plan, backend, requested, length = _prepare(config, max_model_len, seat, options)
