@@ -38,8 +38,8 @@ COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency
 # What the release's platform says of each card (as the 0.33 harness's).
 GPUS = {name: (int(profile["memory_gib"] * (1 << 30)), profile["name"])
         for name, profile in _kv_sizing.GPU_PROFILES.items()}
-# What these two files do not hold: Mamba state shapes (GDN), chunked local attention (Llama 4).
-NOT_HERE = {"gdn": "GDN state shapes live in the model code", "llama4": "chunked local attention"}
+# What these two files do not hold: Mamba state shapes (GDN).
+NOT_HERE = {"gdn": "GDN state shapes live in the model code"}
 
 
 def ours(case, release):
@@ -64,8 +64,11 @@ def release_inputs(case, mine, release):
         else case["truth"]["dtype"], "max_model_len": length, "block_size": mine["block_size"],
         "enable_prefix_caching": opts.prefix_caching, "kv_cache_memory_bytes": case["options"]["kv_cache_memory_bytes"],
         "max_num_batched_tokens": opts.max_num_batched_tokens, "max_num_seqs": opts.max_num_seqs,
-        # `vllm serve` schedules asynchronously (two batches in flight) in the releases that count them
-        "disable_hybrid_kv_cache_manager": opts.disable_hma, "async_scheduling": True}
+        # every release turns the hybrid manager off for chunked local attention (Llama 4), whose
+        # layers are then full attention; `vllm serve` schedules asynchronously (two batches in
+        # flight) in the releases that count them
+        "disable_hybrid_kv_cache_manager": opts.disable_hma or bool(case["truth"].get("chunked_local")),
+        "async_scheduling": True}
 
 
 def left_out(case, mine):

@@ -54,7 +54,7 @@ def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, releas
     assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
     assert report["rejected"] == [], report["rejected"][:3]
     assert report["compared"] >= CASES // 2, counts
-    assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla"} <= set(report["families"]), counts
+    assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4"} <= set(report["families"]), counts
     assert 0 < report["boot_failures"] < report["compared"], counts
 
 
