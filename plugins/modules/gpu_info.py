@@ -150,6 +150,20 @@ cuda_version:
   returned: always
   type: str
   sample: "13.0"
+host_memory:
+  description:
+    - The host's RAM from C(/proc/meminfo), in MiB, for seats that pin host memory (a radiance
+      seat's host pool); null when it cannot be read.
+  returned: when the cards were read live (not from a snapshot)
+  type: dict
+  contains:
+    total_mib:
+      description: C(MemTotal).
+      type: int
+    available_mib:
+      description: C(MemAvailable).
+      type: int
+  sample: {"total_mib": 257589, "available_mib": 180112}
 snapshot:
   description: The snapshot read (O(source=snapshot)) or saved (O(save_snapshot_path)).
   returned: when a snapshot was read or saved

@@ -88,6 +88,21 @@ def read_live(source):
     return "nvidia-smi", reading
 
 
+MEMINFO = "/proc/meminfo"
+
+
+def host_memory(path=MEMINFO):
+    """The host's RAM from the kernel (``/proc/meminfo``): ``{"total_mib", "available_mib"}``,
+    or None when it cannot be read; what a seat that pins host memory is checked against."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        return {"total_mib": int(fields["MemTotal"].split()[0]) // 1024,
+                "available_mib": int(fields["MemAvailable"].split()[0]) // 1024}
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
 def _snapshot_summary(path, snapshot):
     return {"path": path, "host": snapshot["host"], "taken_at": snapshot["taken_at"],
             "source": snapshot["source"], "schema_version": snapshot["schema_version"]}
@@ -135,7 +150,7 @@ def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snaps
         gpus = without_attribution(reading["gpus"], "not attempted (attribute_processes=false)")
     result = {"changed": False, "source": used, "gpus": gpus,
               "driver_version": reading["driver_version"], "nvml_version": reading["nvml_version"],
-              "cuda_version": reading["cuda_version"], "warnings": warnings}
+              "cuda_version": reading["cuda_version"], "host_memory": host_memory(), "warnings": warnings}
     if save_snapshot_path:
         snapshot = build_snapshot(result, snapshot_host or socket.gethostname(), utc_timestamp())
         try:

@@ -5,7 +5,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The engine seam: what kind of server a seat runs (vLLM, a fixed-size tenant). An engine says
+"""The engine seam: what kind of server a seat runs (vLLM, a fixed-size tenant, radiance). An engine says
 how its seat is sized, what its launch arguments and environment are, how its boot log is read,
 and which gates and probe apply after it boots; ``seam`` lists the interface, ``ENGINES`` who
 implements it.
@@ -15,9 +15,9 @@ May import: _common, _sizing.
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import fixed, vllm
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import fixed, radiance, vllm
 
-ENGINES = {engine.NAME: engine for engine in (vllm, fixed)}
+ENGINES = {engine.NAME: engine for engine in (vllm, fixed, radiance)}
 
 
 def engine_of(seat):

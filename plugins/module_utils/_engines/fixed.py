@@ -69,6 +69,11 @@ def planned(seat, sized):
     return {}
 
 
+def window_problems(seat, sized, running):
+    """A fixed tenant may change anything in one window."""
+    return [], []
+
+
 def check_plan_seat(seat, fail):
     port = (seat.get("launch") or {}).get("container_port")
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535):
@@ -84,6 +89,10 @@ def command(seat, var):
     return list(seat["launch"].get("command") or [])
 
 
+def container_environment(seat, var):
+    return []
+
+
 def listen_port(seat, var):
     """Where the tenant's image listens; the host port is the seat's."""
     return str(seat["launch"].get("container_port") or seat["port"])
@@ -93,9 +102,17 @@ def before_start_gates(seat, card, free_mib):
     return []
 
 
+def host_gates(seat, cards):
+    return []
+
+
 def after_boot_gates(seat, host, healthy):
     return []
 
 
 def plan_cells(seat):
     return "fixed cap", "-", "-"
+
+
+def plan_notes(seat):
+    return []

@@ -271,6 +271,11 @@ def planned(seat, sized):
     return fields
 
 
+def window_problems(seat, sized, running):
+    """Nothing in what the seat runs now bars this window."""
+    return [], []
+
+
 # -- launch ---------------------------------------------------------------------------------------
 def check_plan_seat(seat, fail):
     """What rendering needs of a plan seat beyond every seat's; ``fail(field, expected, got)``."""
@@ -352,6 +357,11 @@ def command(seat, var):
     return args + list(launch.get("extra_args") or [])
 
 
+def container_environment(seat, var):
+    """vLLM takes everything on its command line."""
+    return []
+
+
 def listen_port(seat, var):
     """The port the server listens on inside its container: vLLM's is --port, the seat's."""
     return var("SEAT_PORT")
@@ -373,6 +383,11 @@ def before_start_gates(seat, card, free_mib):
     return [gate(seat["name"], "vllm_startup_check", free_bytes >= requested, free_bytes, requested,
                  "vLLM refuses to start when free memory (%.2f GiB) is less than "
                  "ceil(total x %.2f) = %.2f GiB" % (free_bytes / GIB, util, requested / GIB))]
+
+
+def host_gates(seat, cards):
+    """vLLM pins no host memory the plan counts."""
+    return []
 
 
 def models_gate(seat, models):
@@ -510,3 +525,7 @@ def plan_cells(seat):
     return ("%s (%s)" % (human_bytes(seat["kv_cache_memory_bytes"]), seat["kv_rule"]),
             "{:,}".format(seat["kv_cache_tokens"]),
             "%.2fx @ %s" % (seat["max_concurrency"], "{:,}".format(seat["max_model_len"])))
+
+
+def plan_notes(seat):
+    return []

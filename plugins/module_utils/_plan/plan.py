@@ -119,7 +119,8 @@ def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_fac
     ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
     overhead, ``boot_ok`` and ``boot_error``."""
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
-    sized, problems = _size(spec, inventory_dir, {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to})
+    sized, problems = _size(spec, inventory_dir, {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to,
+                                                  "gpus": spec["gpus"]})
     out = []
     for seat in spec["seats"]:
         if seat["name"] not in sized:
@@ -310,9 +311,12 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     names = {seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
-    options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to}
+    options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
 
     sized, problems = _size(spec, inventory_dir, options)
+    window_warnings = []
+    if not problems:
+        problems, window_warnings = _window(spec, sized, cards)
     if problems:
         raise PlanError("host %s: %d seat(s) cannot be sized:\n- %s"
                         % (host, len(problems), "\n- ".join(problems)))
@@ -340,8 +344,29 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     except PlacementError as exc:
         raise PlanError("host %s: %s" % (host, exc))
     plan = _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
+    plan["warnings"] = window_warnings + plan["warnings"]
     plan["retire"] = spec["retire"]
     return plan
+
+
+def _window(spec, sized, cards):
+    """``(problems, warnings)`` of this window against what each seat runs now (its container
+    in the reading of the cards, as its engine reads it)."""
+    running = {}
+    for gpu in (cards or {}).get("gpus") or []:
+        for process in gpu.get("processes") or []:
+            if process.get("seat"):
+                running.setdefault(process["seat"], process)
+    problems, warnings = [], []
+    for seat in spec["seats"]:
+        engine = engine_of(seat)
+        record = engine.ran(running[seat["name"]]) if seat["name"] in running else None
+        # what the seat runs now stays with its sizing: an engine may plan around it
+        sized[seat["name"]]["running"] = record
+        found, noted = engine.window_problems(seat, sized[seat["name"]], record)
+        problems += found
+        warnings += noted
+    return problems, warnings
 
 
 def _one_or_list(uuids):

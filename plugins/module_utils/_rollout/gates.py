@@ -63,7 +63,7 @@ def _cards_by_uuid(cards):
 def before_start(seat, cards, margin_mib):
     """Free memory on each of the seat's GPUs, counting what the seat itself holds now (it is
     recreated), must cover its footprint plus the margin; and the engine's own checks (vLLM's
-    startup check, ``free >= ceil(total * util)`` in bytes)."""
+    startup check, ``free >= ceil(total * util)`` in bytes; the host RAM a radiance seat pins)."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
     own = seat_mib(cards).get(seat["name"], {})
@@ -84,7 +84,7 @@ def before_start(seat, cards, margin_mib):
                "{:,}".format(need), "{:,}".format(seat["footprint_mib"]),
                "{:,}".format(margin_mib))))
         gates.extend(engine_of(seat).before_start_gates(seat, card, free))
-    return gates
+    return gates + engine_of(seat).host_gates(seat, cards)
 
 
 def container_gate(seat, inspect):

@@ -80,7 +80,11 @@ def plan_markdown(plan):
         image = (seat.get("launch") or {}).get("image", "")
         lines.append("| %s | %s | `%s`%s | %s |" % (seat["name"], seat.get("runtime", "compose"), image,
                                                     " (pinned by digest)" if "sha256:" in image else "",
-                                                    _arithmetic(seat.get("vllm_release"))))
+                                                    _arithmetic(seat)))
+    for seat in plan["seats"]:
+        notes = engine_of(seat).plan_notes(seat)
+        if notes:
+            lines += [""] + notes
     written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
                for seat in plan["seats"] if seat.get("declared_sizes")]
     if written:
@@ -91,8 +95,12 @@ def plan_markdown(plan):
     return "\n".join(lines) + "\n"
 
 
-def _arithmetic(release):
-    """Which vLLM release's KV arithmetic planned a seat, and how its version was known."""
+def _arithmetic(seat):
+    """Which vLLM release's KV arithmetic planned a seat, and how its version was known (or
+    which radiance release's funding formula)."""
+    if seat.get("radiance_release"):
+        return "radiance %s funding formula" % seat["radiance_release"]
+    release = seat.get("vllm_release")
     if not release:
         return "-"
     note = release_note(release)

@@ -79,6 +79,7 @@ def seat_compose(seat):
     environment = {str(k): str(v) for k, v in (launch.get("environment") or {}).items()}
     # A secret reaches the container from the 0600 .env; compose.yaml names only its variable.
     environment.update({name: Ref(SECRET_VAR_PREFIX + name) for name in secret_names(seat)})
+    environment.update(engine.container_environment(seat, Ref))
     if environment:
         service["environment"] = dict(sorted(environment.items()))
     if launch.get("volumes"):

@@ -116,6 +116,9 @@ def docker_run_args(seat):
     # the value comes from serve.sh's environment (seat.env), never from the command line
     for secret in secret_names(seat):
         args += ["--env", secret]
+    # the engine's own: the script's environment (seat.env) holds them under the same names
+    for variable, _value in engine.container_environment(seat, Ref):
+        args += ["--env", variable]
     for volume in launch.get("volumes") or []:
         args += ["--volume", volume]
     # run by the container's /bin/sh: the code is one single-quoted word there

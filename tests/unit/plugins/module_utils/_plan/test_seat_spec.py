@@ -99,7 +99,7 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
         "host fv-ml1: seat asr: llmfleet_seats[2].memory_cap_bytes: expected the tenant's fixed memory cap",
         "host fv-ml1: seat asr: llmfleet_seats[2].gpu: expected a GPU that is not kept clear",
         "host fv-ml1: seat tp: llmfleet_seats[3].gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
-        "host fv-ml1: seat e: llmfleet_seats[5].engine: expected 'vllm' or 'fixed', got 'sglang'",
+        "host fv-ml1: seat e: llmfleet_seats[5].engine: expected 'vllm' or 'fixed' or 'radiance', got 'sglang'",
         "host fv-ml1: llmfleet_seats: port 8090 is used by llmfleet_seats[2] and llmfleet_seats[4]; "
         "expected a different port per seat",
     ]
