@@ -19,6 +19,8 @@ FIELDS = frozenset({"memory_cap_bytes", "memory_boot_bytes", "container_port"})
 LAUNCH_FIELDS = ("container_port",)
 SIZE_FIELDS = ("memory_cap_bytes", "memory_boot_bytes")
 HOST_IPC = False
+# It leaves the operator's margin free on its GPUs.
+KEEPS_OWN_HEADROOM = False
 EXITS_CLEAN_ON_FAULT = False
 
 

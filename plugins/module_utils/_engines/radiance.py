@@ -50,11 +50,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance im
 NAME = "radiance"
 FIELDS = frozenset({
     "model", "model_profile", "tensor_parallel_size", "served_model_names", "max_num_seqs", "max_model_len",
-    "gpu_headroom_mib", "host_pool_mib", "prefix_cache_mib", "placement", "checkpoint_slots", "retained",
+    "gpu_headroom_mib", "host_pool_mib", "prefix_cache_mib", "placement", "checkpoint_slots",
     "ttm_min_mib", "ttm_target_mib", "target_tokens"})
 LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size")
 SIZE_FIELDS = ()
 HOST_IPC = True
+# It claims its cards but GPU_HEADROOM_MIB: that headroom, not the operator's margin, stays free.
+KEEPS_OWN_HEADROOM = True
 # The serve script exits non-zero on every fault.
 EXITS_CLEAN_ON_FAULT = False
 # The env file's variables, in its order, and the seat fields they hold.
@@ -70,8 +72,8 @@ SERVE_ENV = ("TTM_MIN_MIB", "TTM_TARGET_MIB")
 # The flags radiance 1.8.1 refuses to start on (core/config.cpp).
 REMOVED_FLAGS = ("--vram-weights-mib", "--vram-kv-mib")
 PROFILE_TERMS = CARD_TERMS[:1] + CARD_TERMS[2:] + MODEL_TERMS + LEDGER_TERMS + (
-    "drift_mib", "file_tier_staging_mib", "kv_bytes_per_token", "block_size", "printed_experts_mib",
-    "printed_host_pool_mib")
+    "drift_mib", "file_tier_staging_mib", "kv_bytes_per_token", "block_size", "checkpoint_retained",
+    "printed_experts_mib", "printed_host_pool_mib")
 _PROFILE_REQUIRED = ("static_weights_mib", "kv_bytes_per_token")
 _MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")
 _PLACEMENT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.,:=+-]*\Z")
@@ -106,7 +108,6 @@ def normalize(check, where, raw, seat, defaults):
         seat[field] = check.positive_int(where, field, raw.get(field))
     seat["gpu_headroom_mib"] = check.integer(where, "gpu_headroom_mib", raw.get("gpu_headroom_mib", GPU_HEADROOM_MIB), 0)
     seat["prefix_cache_mib"] = check.integer(where, "prefix_cache_mib", raw.get("prefix_cache_mib", 0), 0)
-    seat["retained"] = check.integer(where, "retained", raw.get("retained", 0), 0)
     seat["placement"] = check.text(where, "placement", raw.get("placement", "auto"), _PLACEMENT_RE,
                                    "radiance's expert placement (auto, or its placement spec)")
     slots = raw.get("checkpoint_slots", "auto")
@@ -141,6 +142,8 @@ def _profile(seat, inventory_dir):
                               "printed_host_pool_mib from a live ledger" % where)
         profile["plane_mib"] = plane_from_ledger(profile["printed_experts_mib"], profile["printed_host_pool_mib"],
                                                  profile.get("unit_max_mib", 0))
+    # the retention policy's checkpoints per sequence (checkpoint_slots: auto)
+    profile["retained"] = profile.pop("checkpoint_retained", 0)
     return {term: value for term, value in profile.items() if not term.startswith("printed_")}
 
 
@@ -149,7 +152,7 @@ def terms(seat, profile, card_totals):
     values = dict(profile)
     values.update({field: seat[field] for field in ("gpu_headroom_mib", "host_pool_mib", "max_num_seqs",
                                                     "max_model_len", "prefix_cache_mib", "checkpoint_slots",
-                                                    "retained", "ttm_min_mib", "ttm_target_mib")})
+                                                    "ttm_min_mib", "ttm_target_mib")})
     values.update(card_total_mib=card_totals, tp=seat["tensor_parallel_size"])
     return values
 

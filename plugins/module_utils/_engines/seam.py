@@ -24,7 +24,8 @@
   ``command(seat, var)``, ``container_environment(seat, var)`` (``[(NAME, value)]`` the
   container gets beside the inventory's), ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run
   it; ``EXITS_CLEAN_ON_FAULT``: whether only a restart policy that restarts a clean exit keeps
-  it up; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
+  it up; ``KEEPS_OWN_HEADROOM``: whether it claims its cards whole but its own headroom, which
+  then stands for the operator's margin on them; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
 - ``before_start_gates(seat, card, free_mib)`` (per GPU), ``host_gates(seat, cards)`` (once,
   on gpu_info's whole reading), ``after_boot_gates(seat, host, healthy)``: its own gates beside
   every seat's (free memory, container running, health).

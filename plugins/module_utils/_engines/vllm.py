@@ -371,6 +371,8 @@ def listen_port(seat, var):
 HOST_IPC = True
 # A worker fault makes the API server exit 0: only a policy that restarts a clean exit brings
 # the seat back.
+# It leaves the operator's margin free on its GPUs.
+KEEPS_OWN_HEADROOM = False
 EXITS_CLEAN_ON_FAULT = True
 
 

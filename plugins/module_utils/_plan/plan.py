@@ -417,6 +417,8 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
             "background_mib": card["reserved"] + card["not_ours"], "capacity_mib": capacity,
             "seats": [s["name"] for s in mine], "footprint_mib": footprint,
             "spare_mib": capacity - footprint, "spare_at_boot_mib": spare_at_boot,
+            # a seat that leaves only its own headroom free: the margin is not asked for here
+            "own_headroom_seat": next((s["name"] for s in mine if engine_of(s).KEEPS_OWN_HEADROOM), None),
         })
         for seat in mine:
             if seat["gpu_memory_utilization"] is None:

@@ -75,14 +75,16 @@ def before_start(seat, cards, margin_mib):
                               % (uuid, ", ".join(sorted(by_uuid)) or "none")))
             continue
         free = card["memory_free_mib"] + own.get(uuid, 0)
-        need = seat["footprint_mib"] + margin_mib
+        need = seat["footprint_mib"]
+        margin = 0 if engine_of(seat).KEEPS_OWN_HEADROOM else margin_mib
+        need += margin
         gates.append(gate(
             seat["name"], "free_mib_before_start", free >= need, free, need,
             "GPU %d has %s MiB free%s; the seat needs %s MiB (footprint %s + margin %s)"
             % (card["index"], "{:,}".format(free),
                " (with the %s MiB it holds now)" % "{:,}".format(own[uuid]) if own.get(uuid) else "",
                "{:,}".format(need), "{:,}".format(seat["footprint_mib"]),
-               "{:,}".format(margin_mib))))
+               "{:,}".format(margin) if margin else "0: its own headroom is the margin")))
         gates.extend(engine_of(seat).before_start_gates(seat, card, free))
     return gates + engine_of(seat).host_gates(seat, cards)
 
@@ -132,13 +134,14 @@ def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
             continue
         card = by_uuid.get(planned["uuid"])
         free = card["memory_free_mib"] if card else None
-        floor = max(margin_mib, planned["spare_mib"] - tolerance_mib)
+        margin = 0 if planned.get("own_headroom_seat") else margin_mib
+        floor = max(margin, planned["spare_mib"] - tolerance_mib)
         gates.append(gate(
             "GPU %d" % planned["index"], "free_mib_%s" % phase, free is not None and free >= floor,
             free, floor, "GPU %d has %s MiB free %s; the plan's spare at plateau is %s MiB (less "
             "tolerance %s, at least the margin %s)"
             % (planned["index"], num(free), "at plateau" if phase == "plateau" else "after boot",
-               num(planned["spare_mib"]), num(tolerance_mib), num(margin_mib))))
+               num(planned["spare_mib"]), num(tolerance_mib), num(margin))))
     return gates
 
 

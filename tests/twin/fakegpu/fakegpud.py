@@ -10,6 +10,14 @@ Requests (contract):          {"op": "list"} | {"op": "mem_get_info", "uuid": U}
                               {"op": "alloc", "uuid": U, "mib": N, "tag": T} | {"op": "free", "uuid": U, "mib": N}
 Twin extensions (docs/twin.md): {"op": "set_background", "uuid": U, "mib": N}   memory nobody owns
                               {"op": "set_faults", "faults": {...}}            state.json's faults
+Host memory (the twin host's RAM): {"op": "pin", "mib": N} | {"op": "host_info"}
+
+Pinned host memory is the host's, not a GPU's: a seat that pins a pool (cudaHostAlloc) takes it
+from the host's RAM (state.json's "host"), and gets it back when its connection closes. The
+driver keeps the host's /proc/meminfo (--meminfo, bind-mounted over it inside the host) at
+MemTotal = the host's RAM and MemAvailable = what nobody pinned, less what the system uses. A pin
+that the RAM cannot hold takes the host down as the kernel's OOM killer does: every process
+holding the driver is killed.
 
 The faults the driver itself acts on: "gpu_lost": [index, ...] refuses every request on those
 GPUs; "slow_context_s": {"index": seconds} makes creating a CUDA context there (an alloc tagged
@@ -38,14 +46,19 @@ OUT_OF_MEMORY = "out of memory"
 GPU_LOST = "GPU has fallen off the bus"
 # The tag a seat's first allocation on a GPU carries: its CUDA context.
 CONTEXT_TAG = "cuda_context"
+# What the host's own system (kernel, daemons) keeps of its RAM.
+SYSTEM_MIB = 2048
+HOST_OOM = "host out of memory: pinned memory exhausted the host's RAM"
 
 
 class Driver:
     """The GPUs of one host and who holds what on them. Thread-safe; every change is written."""
 
-    def __init__(self, state: dict, state_path: str):
+    def __init__(self, state: dict, state_path: str, meminfo_path: str | None = None):
         self._state = state
         self._state_path = state_path
+        self._meminfo_path = meminfo_path
+        self._state.setdefault("host", {"memory_mib": None, "pinned_mib": 0})
         self._gpus = {gpu["uuid"]: gpu for gpu in state["gpus"]}
         self._lock = threading.Lock()
         self._faults_changed = threading.Condition(self._lock)
@@ -73,11 +86,27 @@ class Driver:
                                                                "name": holder["name"]})
                     entry["used_mib"] += mib
             gpu["processes"] = sorted(per_pid.values(), key=lambda p: p["pid"])
+        self._state["host"]["pinned_mib"] = sum(h["pinned_mib"] for h in self._holders.values())
+        self._write_meminfo()
         tmp = "%s.%d.tmp" % (self._state_path, os.getpid())
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(self._state, handle, indent=1)
             handle.write("\n")
         os.replace(tmp, self._state_path)
+
+    def _write_meminfo(self) -> None:
+        """/proc/meminfo's figures for the host, written in place (a bind mount keeps the inode)."""
+        total = self._state["host"]["memory_mib"]
+        if not self._meminfo_path or not total:
+            return
+        available = max(total - SYSTEM_MIB - self._state["host"]["pinned_mib"], 0)
+        text = "".join("%-16s%8d kB\n" % (key + ":", mib * 1024) for key, mib in (
+            ("MemTotal", total), ("MemFree", available), ("MemAvailable", available), ("Buffers", 0),
+            ("Cached", 0), ("SwapTotal", 0), ("SwapFree", 0), ("Mlocked", self._state["host"]["pinned_mib"])))
+        with open(self._meminfo_path, "r+" if os.path.exists(self._meminfo_path) else "w",
+                  encoding="ascii") as handle:
+            handle.truncate(0)
+            handle.write(text)
 
     def _lost(self, uuid: str) -> bool:
         return self._gpus[uuid]["index"] in self._state["faults"].get("gpu_lost", [])
@@ -85,12 +114,12 @@ class Driver:
     # -- the protocol --
     def connect(self, conn_id: int, pid: int) -> None:
         with self._lock:
-            self._holders[conn_id] = {"pid": pid, "name": process_name(pid), "mib": {}}
+            self._holders[conn_id] = {"pid": pid, "name": process_name(pid), "mib": {}, "pinned_mib": 0}
 
     def disconnect(self, conn_id: int) -> None:
         with self._lock:
             holder = self._holders.pop(conn_id, None)
-            if holder and any(holder["mib"].values()):
+            if holder and (any(holder["mib"].values()) or holder["pinned_mib"]):
                 self._write_locked()
 
     def handle(self, conn_id: int, request: object) -> dict:
@@ -99,7 +128,7 @@ class Driver:
         op = request.get("op")
         handler = {"list": self._list, "mem_get_info": self._mem_get_info, "alloc": self._alloc,
                    "free": self._free, "set_background": self._set_background,
-                   "set_faults": self._set_faults}.get(op)
+                   "set_faults": self._set_faults, "pin": self._pin, "host_info": self._host_info}.get(op)
         if handler is None:
             return {"ok": False, "error": "unknown op %r" % (op,)}
         with self._lock:
@@ -167,6 +196,27 @@ class Driver:
         held[uuid] -= mib
         self._write_locked()
         return {"ok": True, "used_mib": held[uuid]}
+
+    def _host_info(self, _conn_id: int, _request: dict) -> dict:
+        return {"ok": True, **self._state["host"]}
+
+    def _pin(self, conn_id: int, request: dict) -> dict:
+        mib = self._mib(request)
+        total = self._state["host"]["memory_mib"]
+        if total and self._state["host"]["pinned_mib"] + mib > total - SYSTEM_MIB:
+            victims = sorted({h["pid"] for h in self._holders.values()})
+            print("fakegpud: %s (%d MiB asked, %d of %d MiB pinned): killing %s"
+                  % (HOST_OOM, mib, self._state["host"]["pinned_mib"], total,
+                     ", ".join("pid %d" % pid for pid in victims)), flush=True)
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            raise _Refused(HOST_OOM)
+        self._holders[conn_id]["pinned_mib"] += mib
+        self._write_locked()
+        return {"ok": True, "pinned_mib": self._holders[conn_id]["pinned_mib"]}
 
     def _set_background(self, _conn_id: int, request: dict) -> dict:
         uuid, mib = self._device(request), self._mib(request, minimum=0)
@@ -253,12 +303,13 @@ def main(argv=None) -> int:
                                                           "/run/fakegpu/state.json"))
     parser.add_argument("--socket", default=os.environ.get("FAKEGPU_SOCKET",
                                                            "/run/fakegpu/gpu.sock"))
+    parser.add_argument("--meminfo", help="the host's /proc/meminfo to keep (bind-mounted over it)")
     args = parser.parse_args(argv)
     with open(args.initial, encoding="utf-8") as handle:
         state = json.load(handle)
     for path in (args.state, args.socket):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-    driver = Driver(state, args.state)
+    driver = Driver(state, args.state, args.meminfo)
     if os.path.exists(args.socket):
         os.unlink(args.socket)
     # Listening under a temporary name, then renamed: whoever sees the socket can connect to it.

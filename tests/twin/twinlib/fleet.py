@@ -42,7 +42,7 @@ FAKES_BUILD = REPO / "tests" / "twin" / "fakes" / "build"
 FAKE_NVIDIA_SMI = REPO / "tests" / "twin" / "fakes" / "bin" / "nvidia-smi"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 # What each kind of image runs; `vllm serve` is the real vllm/vllm-openai image's ENTRYPOINT.
-ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"]}
+ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"], "radiance": ["radiance", "serve"]}
 IMAGE_ENV = {"PATH": HOST_ENV["PATH"], "VLLM_USAGE_SOURCE": "production-docker-image"}
 REQUIRED = ("ip", "nsenter", "unshare", "findmnt", "dockerd", "docker", "ssh-keygen",
             "ldconfig", "ldd", "/usr/sbin/sshd")

@@ -126,6 +126,8 @@ class Host:
         for sub in ("srv", "sbin", "docker", "etc-docker", "logs"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "gpus.json").write_text(json.dumps(initial_gpu_state, indent=1) + "\n")
+        # the host's own RAM figures; the driver keeps them (a bind mount needs the file first)
+        (self.dir / "meminfo").touch()
         hook = self.dir / "sbin" / "nvidia-container-runtime-hook"
         hook.write_text("#!/bin/sh\n# Written by tests/twin/twin: dockerd registers its nvidia "
                         "device driver because this is on its PATH.\nexec %s %s \"$@\"\n"
@@ -163,6 +165,8 @@ mount --bind {dir}/sbin /usr/local/sbin
 mkdir -p /etc/docker
 mount --bind {dir}/etc-docker /etc/docker
 if [ -f {cache} ]; then mount --bind {cache} /etc/ld.so.cache; fi
+# The host's RAM as its simulated driver keeps it (what seats pin of it).
+mount --bind {dir}/meminfo /proc/meminfo
 # sshd runs every command through root's bash, which reads ~/.bashrc: the host's own, not this
 # machine's (a pyenv set up there would cost every Ansible task a dozen processes).
 if [ -f /root/.bashrc ]; then mount --bind {dir}/root-bashrc /root/.bashrc; fi
@@ -208,7 +212,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
     def start(self) -> None:
         self._spawn("fakegpud", [sys.executable, str(FAKEGPU_DIR / "fakegpud.py"),
                                  "--initial", str(self.dir / "gpus.json"),
-                                 "--state", GPU_STATE, "--socket", GPU_SOCKET])
+                                 "--state", GPU_STATE, "--socket", GPU_SOCKET,
+                                 "--meminfo", str(self.dir / "meminfo")])
         self._spawn("dockerd", ["dockerd", "--data-root", str(self.dir / "docker"),
                                 "--storage-driver=overlay2", "--iptables=false",
                                 "--ip6tables=false"])

@@ -20,7 +20,7 @@ import uuid
 DEFAULT_GPUS = [{"count": 2, "name": "NVIDIA H200", "memory_total_mib": 143771}]
 # Tag -> what the image runs. `vllm` is the real image's tag and entrypoint (`vllm serve`).
 DEFAULT_IMAGES = {"vllm/vllm-openai:v0.33.0": "vllm", "llmfleet/asr-seat:twin": "asr"}
-IMAGE_KINDS = ("vllm", "asr")
+IMAGE_KINDS = ("vllm", "asr", "radiance")
 DRIVER = {"driver_version": "580.95.05", "nvml_version": "13.580.95.05",
           "cuda_driver_version": 13000}
 # Bus numbers as an eight-GPU server enumerates them.
@@ -31,7 +31,9 @@ MAX_HOSTS = 200  # the twin's /24 holds hosts .11 to .210
 
 _TOP_KEYS = {"description", "hosts", "gpus", "images", "image_env", "driver_version",
              "nvml_version", "cuda_driver_version"}
-_HOST_KEYS = {"name", "gpus", "kind"}
+_HOST_KEYS = {"name", "gpus", "kind", "memory_mib"}
+# A host's RAM, as its simulated /proc/meminfo shows it, when the spec gives none.
+HOST_MEMORY_MIB = 262144
 # `plain`: PID 1 is not systemd (as on this machine); `systemd`: the host's sshd and every SSH
 # session run under a real systemd as PID 1 (twinlib/sysroot.py).
 HOST_KINDS = ("plain", "systemd")
@@ -156,7 +158,8 @@ def parse_spec(spec: object, host_count: int | None = None) -> dict:
             seen_uuids[gpu["uuid"]] = name
         kind = host.get("kind", "plain")
         _expect(kind in HOST_KINDS, where + ".kind", " or ".join(HOST_KINDS), kind)
-        fleet_hosts.append({"name": name, "gpus": gpus, "kind": kind})
+        memory = _int(host.get("memory_mib", HOST_MEMORY_MIB), where + ".memory_mib", 1024)
+        fleet_hosts.append({"name": name, "gpus": gpus, "kind": kind, "memory_mib": memory})
 
     images = spec.get("images", DEFAULT_IMAGES)
     _expect(isinstance(images, dict) and images, "images", "an object of image tag -> kind",
@@ -215,6 +218,8 @@ def gpu_state(host: dict, driver: dict) -> dict:
     return {
         "schema": 1,
         **driver,
+        # the host's RAM and what seats pin of it (the driver keeps /proc/meminfo's figures)
+        "host": {"memory_mib": host.get("memory_mib", HOST_MEMORY_MIB), "pinned_mib": 0},
         "gpus": [
             {
                 "index": gpu["index"],

@@ -98,6 +98,14 @@ class Driver:
             if not reply.get("ok"):
                 raise DriverError(reply.get("error", "driver error"))
 
+    def pin(self, mib: int) -> None:
+        """Pinned host memory (cudaHostAlloc): the host's RAM, held until this connection
+        closes. A pin the host cannot hold kills it (and this process with it)."""
+        if mib > 0:
+            reply = self.call({"op": "pin", "mib": int(mib)})
+            if not reply.get("ok"):
+                raise DriverError(reply.get("error", "driver error"))
+
     def close(self) -> None:
         try:
             self._sock.close()
