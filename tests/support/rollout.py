@@ -33,16 +33,16 @@ def twin(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def twin_pair(spec: Path = FLEET / "spec.json"):
-    """The fleet's twin (its hosts as ``spec`` describes them), up with its models staged;
-    yields the twin's inventory path."""
+def twin_pair(spec: Path = FLEET / "spec.json", fleet_dir: Path = FLEET):
+    """The fleet's twin (its hosts as ``spec`` describes them), up with the models of the fleet
+    in ``fleet_dir`` staged; yields the twin's inventory path."""
     need_root_and("ip", "dockerd", "sshd" if shutil.which("sshd") else "/usr/sbin/sshd")
     up = twin("up", "--spec", str(spec))
     assert up.returncode == 0, up.stdout + up.stderr
     inventory = up.stdout.strip().splitlines()[-1]
     try:
-        staged = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", inventory,
-                              str(FLEET / "prepare.yml")])
+        staged = run_ansible(["ansible-playbook", "-i", str(fleet_dir / "hosts.yml"), "-i", inventory,
+                              str(fleet_dir / "prepare.yml")])
         assert staged.returncode == 0, staged.stdout + staged.stderr
         yield inventory
     finally:

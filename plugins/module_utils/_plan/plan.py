@@ -331,18 +331,25 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
         card = at_plateau.get(gpu["uuid"]) or now.get(gpu["uuid"]) or {
             "total": gpu["memory_total_mib"], "reserved": 0, "not_ours": 0}
         memory[gpu["uuid"]] = card
+    owned = _owned_cards(host, spec, footprints, memory)
     try:
         placed = place(
             [{"id": gpu["uuid"], "keep_clear": gpu["keep_clear"],
               "capacity_mib": memory[gpu["uuid"]]["total"] - memory[gpu["uuid"]]["reserved"]
-              - memory[gpu["uuid"]]["not_ours"]} for gpu in spec["gpus"]],
+              - memory[gpu["uuid"]]["not_ours"]} for gpu in spec["gpus"] if gpu["uuid"] not in owned],
             [{"name": seat["name"], "need_mib": footprints[seat["name"]]["footprint_mib"],
               "gpu_count": seat["gpu_count"],
-              "gpu": _one_or_list(seat["gpu"]), "avoid_gpus": seat["avoid_gpus"],
-              "current_gpu": _one_or_list(seat["current_gpu"])} for seat in spec["seats"]],
+              "gpu": _one_or_list(seat["gpu"]),
+              "avoid_gpus": [uuid for uuid in seat["avoid_gpus"] if uuid not in owned],
+              # a seat on a card another now claims whole moves, wherever it goes
+              "current_gpu": None if set(seat["current_gpu"] or []) & set(owned) else _one_or_list(seat["current_gpu"])}
+             for seat in spec["seats"] if not engine_of(seat).KEEPS_OWN_HEADROOM],
             min_spare_mib=min_spare_mib)
     except PlacementError as exc:
         raise PlanError("host %s: %s" % (host, exc))
+    for seat in spec["seats"]:
+        if engine_of(seat).KEEPS_OWN_HEADROOM:
+            placed["assignment"][seat["name"]] = _one_or_list(seat["gpu"])
     plan = _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
     plan["warnings"] = window_warnings + plan["warnings"]
     plan["retire"] = spec["retire"]
@@ -367,6 +374,35 @@ def _window(spec, sized, cards):
         problems += found
         warnings += noted
     return problems, warnings
+
+
+def _owned_cards(host, spec, footprints, memory):
+    """``{GPU UUID: seat}``: the cards a seat that claims them whole (all but its own headroom)
+    owns. They are out of the placement: no other seat may be pinned there, and each must hold
+    the seat's footprint."""
+    owned, problems = {}, []
+    for seat in spec["seats"]:
+        if not engine_of(seat).KEEPS_OWN_HEADROOM:
+            continue
+        for uuid in seat["gpu"]:
+            card = memory[uuid]
+            room = card["total"] - card["reserved"] - card["not_ours"]
+            if uuid in owned:
+                problems.append("seats %s and %s both claim GPU %s whole" % (owned[uuid], seat["name"], uuid))
+            elif room < footprints[seat["name"]]["footprint_mib"]:
+                problems.append("seat %s claims %s MiB of GPU %s but %s MiB are free of other tenants" % (
+                    seat["name"], "{:,}".format(footprints[seat["name"]]["footprint_mib"]), uuid, "{:,}".format(room)))
+            owned[uuid] = seat["name"]
+    for seat in spec["seats"]:
+        if engine_of(seat).KEEPS_OWN_HEADROOM:
+            continue
+        taken = [uuid for uuid in seat["gpu"] or [] if uuid in owned]
+        if taken:
+            problems.append("seat %s is pinned to GPU %s, which seat %s claims whole (all but its own "
+                            "headroom); expected another GPU" % (seat["name"], taken[0], owned[taken[0]]))
+    if problems:
+        raise PlanError("host %s: %s" % (host, "; ".join(problems)))
+    return owned
 
 
 def _one_or_list(uuids):

@@ -17,6 +17,9 @@ from the environment, the model's ledger terms from `<model>/radiance.json`, and
   max_model_len is refused with 400); under load the mover lends arena slots to the expert slab
   and says so; the drift grows in after ready; SIGTERM exits 0.
 
+FAKE_RADIANCE_CLAIM_MIB makes another claim take that many MiB of the cache while it is cut (the
+knob loses: vram_kv is not the formula's), FAKE_RADIANCE_BOOT_DELAY_S delays ready.
+
     radiance serve MODEL --port P [--tensor-parallel-size N] [--served-model-name NAME...]
         --max-num-seqs S --max-model-len L [--gpu-headroom-mib 96] --host-pool-mib H
         [--prefix-cache-mib 0] [--placement auto] [--checkpoint-slots auto|N]
@@ -86,7 +89,10 @@ def ledger(args, profile, totals):
     floor = min(plane + term("spare_mib"), max(plane + 2 * term("unit_max_mib") - room, 0))
     per_token, block = term("kv_bytes_per_token"), int(profile.get("block_size", 16))
     demand = args.max_num_seqs * args.max_model_len
-    kv_bytes = min(demand * per_token, max(elastic - floor, 0) * MIB)
+    # FAKE_RADIANCE_CLAIM_MIB: another claim on the card (a slab, a neighbour's context) that the
+    # cache loses to while it is cut
+    claim = int(os.environ.get("FAKE_RADIANCE_CLAIM_MIB") or 0)
+    kv_bytes = min(demand * per_token, max(elastic - floor - claim, 0) * MIB)
     blocks = kv_bytes // (block * per_token)
     # auto: a slot per sequence and per checkpoint its retention policy keeps
     slots = args.max_num_seqs * (1 + term("checkpoint_retained")) if args.checkpoint_slots == "auto" \
@@ -212,18 +218,7 @@ def main(argv=None) -> int:
         budget["experts"], budget["kv_bytes"] / MIB, budget["floor"]))
     log("INFO", "kv: the cache can grow to %.2f GiB a card -- %d tokens of context, %d sessions at %d" % (
         budget["vram_kv"] / 2 ** 30, budget["tokens"], budget["tokens"] // args.max_model_len, args.max_model_len))
-    held = min(totals) - args.gpu_headroom_mib - term("drift_mib")
-    try:
-        for rank, device in enumerate(devices):
-            driver.alloc(device["uuid"], term("already_held_mib"), "cuda_context")
-            driver.alloc(device["uuid"], held - term("already_held_mib"), "radiance")
-            log("INFO", "[%d] pools: vram_kv %d bytes (%d blocks of %d tokens), experts %d MiB, free %d MiB" % (
-                rank, budget["vram_kv"], budget["blocks"], budget["block"], budget["experts"],
-                device["total_mib"] - held))
-    except OutOfMemory as oom:
-        log("ERROR", "CUDA out of memory allocating the pools: %d MiB asked, %d MiB free" % (oom.requested_mib,
-                                                                                           oom.free_mib))
-        return 1
+    # the host pool first: what the host holds decides what stays on the cards
     if budget["pinned"] > limit:
         log("ERROR", "cudaHostAlloc failed: out of memory pinning %.2f MiB (the TTM limit is %d MiB)" % (
             budget["pinned"], limit))
@@ -238,6 +233,18 @@ def main(argv=None) -> int:
                     budget["pinned"], args.tensor_parallel_size, args.host_pool_mib, term("ple_table_mib"),
                     args.prefix_cache_mib, int(profile.get("statics_arena_mib", STATICS_ARENA_MIB)), budget["slots"],
                     SLOT_MIB, limit))
+    held = min(totals) - args.gpu_headroom_mib - term("drift_mib")
+    try:
+        for rank, device in enumerate(devices):
+            driver.alloc(device["uuid"], term("already_held_mib"), "cuda_context")
+            driver.alloc(device["uuid"], held - term("already_held_mib"), "radiance")
+            log("INFO", "[%d] pools: vram_kv %d bytes (%d blocks of %d tokens), experts %d MiB, free %d MiB" % (
+                rank, budget["vram_kv"], budget["blocks"], budget["block"], budget["experts"],
+                device["total_mib"] - held))
+    except OutOfMemory as oom:
+        log("ERROR", "CUDA out of memory allocating the pools: %d MiB asked, %d MiB free" % (oom.requested_mib,
+                                                                                           oom.free_mib))
+        return 1
     log("INFO", "mover: %d slots can be lent out of the activation arena (%d MiB)" % (MOVER_SLOTS, term("arena_mib")))
 
     httpd = http.server.ThreadingHTTPServer((args.host, args.port), Handler)
