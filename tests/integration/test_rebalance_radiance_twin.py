@@ -189,6 +189,30 @@ def test_a_ledger_the_hosts_ram_cannot_hold_is_refused_before_it_boots_and_rolls
     _assert_rolled_back(before)
 
 
+def test_the_under_funded_ladder_raises_the_pool_until_the_hosts_ram_says_no(twin, tmp_path):
+    """A target the host cannot fund: the pool that would fund it needs a TTM_TARGET_MIB above
+    the host's RAM, so its rung fails its pre-gate and the ladder settles on the largest pool the
+    host holds, with the TTM variables moved by what it pins more. Demand stays as written."""
+    healthy()
+    hosts = fleet_with(tmp_path, host_pool_mib=32768, max_model_len=131072, ttm_min_mib=72000, ttm_target_mib=90000,
+                       target_tokens=520000)
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(hosts), "-i", twin,
+                           str(REPO_ROOT / "playbooks" / "ladder.yml"), "-e", "seat=archon",
+                           "-e", "ladder_knob=host_pool_mib", "-e", "ladder_step=2048",
+                           "-e", "llmfleet_report_dir=%s" % (tmp_path / "ladder")], cwd=REPO_ROOT, env=ansible_env(),
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    ladder = json.loads((tmp_path / "ladder" / "ladder.json").read_text())
+    assert (ladder["low"], ladder["high"]) == (32768, 41984), "up to the pool the plan says funds 520,000 tokens"
+    tried = {rung["value"]: rung for rung in ladder["rungs"]}
+    assert not tried[41984]["passed"] and tried[41984]["failure_kind"] == "host RAM", tried[41984]
+    assert ladder["best"] == 36864 and tried[36864]["passed"]
+    assert ladder["suggested"] == {"seat": "archon", "host_pool_mib": 36864, "ttm_min_mib": 80192,
+                                   "ttm_target_mib": 98192}
+    assert all(rung["max_model_len"] == 131072 for rung in ladder["rungs"]), "demand is never touched"
+    assert tried[36864]["kv_tokens"] < 520000
+
+
 def test_a_pin_past_the_hosts_ram_takes_its_seats_down(twin):
     """What the gates prevent: a second endpoint started by hand pins more than the host has
     left, and the host's GPU processes die as under the OOM killer; docker brings them back."""

@@ -15,15 +15,24 @@ bound, on the operator's step. The search is a bisection for the last passing ru
 premise that a larger value needs more memory: each rung is one gated window of the rebalance
 role, rolled back when it fails, so the seat ends on the best passing rung or on what it ran
 before, never on a failed one.
+
+A radiance seat's ``host_pool_mib`` is the under-funded ladder: 1,024 MiB rungs up to the pool
+the plan says funds the seat's ``target_tokens`` (the host holding the whole plane caps it), each
+with TTM_MIN_MIB and TTM_TARGET_MIB raised by what the rung pins more, so a rung the host's RAM
+cannot hold fails its pre-gate and the ladder settles on the largest the host holds. Demand is
+never touched.
 """
 
 from __future__ import annotations
 
-KNOBS = ("max_model_len", "max_num_seqs", "kv_cache_memory_bytes")
+KNOBS = ("max_model_len", "max_num_seqs", "kv_cache_memory_bytes", "host_pool_mib")
+# The knobs of one engine only.
+RADIANCE_KNOBS = ("host_pool_mib",)
 
 # A failed gate -> the kind of failure a rung reports, in the order they are told apart.
 _FAILURE_KINDS = (
     ("runtime_probe", "oom at runtime"),
+    ("host_pinnable_mib", "host RAM"),
     ("no_oom", "oom at boot"),
     ("vllm_startup_check", "startup check"),
     ("free_mib_before_start", "startup check"),
@@ -65,6 +74,15 @@ def upper_bound(plan, seat, knob, published=None):
     if seat not in seats:
         raise LadderError("seat: expected one of the plan's seats (%s), got %r" % (", ".join(sorted(seats)), seat))
     planned = seats[seat]
+    if (knob in RADIANCE_KNOBS) != (planned["engine"] == "radiance"):
+        raise LadderError("seat %s: ladder_knob %s: expected %s for a %s seat" % (
+            seat, knob, " or ".join(RADIANCE_KNOBS if planned["engine"] == "radiance"
+                                    else [k for k in KNOBS if k not in RADIANCE_KNOBS]), planned["engine"]))
+    if knob == "host_pool_mib":
+        if not planned.get("host_pool_rungs"):
+            raise LadderError("seat %s: the pool that funds the seat is unknown: set its target_tokens (or ladder_high)"
+                              % seat)
+        return planned["host_pool_rungs"][-1]["host_pool_mib"]
     if knob == "max_model_len":
         pinned = planned["kv_rule"].startswith("pinned")
         if not published:
@@ -129,7 +147,11 @@ def rung_record(knob, value, seat_name, section, passed):
         "kv_cache_memory_bytes": plan.get("kv_cache_memory_bytes"),
         "kv_cache_tokens": plan.get("kv_cache_tokens"),
         "max_concurrency": plan.get("max_concurrency"),
-        "max_num_seqs": (plan.get("launch") or {}).get("max_num_seqs"),
+        "max_num_seqs": (plan.get("launch") or {}).get("max_num_seqs") or plan.get("max_num_seqs"),
+        # a radiance seat's funding
+        "kv_tokens": plan.get("kv_tokens"), "funded_fraction": plan.get("funded_fraction"),
+        "pin_ledger_mib": plan.get("pin_ledger_mib"), "ttm_min_mib": plan.get("ttm_min_mib"),
+        "ttm_target_mib": plan.get("ttm_target_mib"),
         # what the boot left free (read just before the probe), and what the probe left
         "free_mib_after_boot": probe.get("free_mib_before"),
         "free_mib_after_probe": dict(sorted(boot_free.items())) if passed else None,
@@ -141,13 +163,27 @@ def rung_record(knob, value, seat_name, section, passed):
 
 
 def with_knob(seats, name, knob, value):
-    """The inventory's seats with one seat's knob set to ``value`` (the others as they are)."""
+    """The inventory's seats with one seat's knob set to ``value`` (the others as they are). A
+    host pool moves TTM_MIN_MIB and TTM_TARGET_MIB with it, by what each rank pins more: never
+    one without the other."""
     if knob not in KNOBS:
         raise LadderError("ladder_knob: expected one of %s, got %r" % (", ".join(KNOBS), knob))
     if not isinstance(seats, list) or name not in [s.get("name") for s in seats if isinstance(s, dict)]:
         raise LadderError("seat: expected the name of one of the host's llmfleet_seats, got %r" % (name,))
-    return [dict(seat, **{knob: value}) if isinstance(seat, dict) and seat.get("name") == name else seat
+    return [_with(seat, knob, value) if isinstance(seat, dict) and seat.get("name") == name else seat
             for seat in seats]
+
+
+def _with(seat, knob, value):
+    changed = dict(seat, **{knob: value})
+    if knob == "host_pool_mib":
+        try:
+            more = (value - seat["host_pool_mib"]) * seat.get("tensor_parallel_size", 1)
+            changed.update(ttm_min_mib=seat["ttm_min_mib"] + more, ttm_target_mib=seat["ttm_target_mib"] + more)
+        except (KeyError, TypeError) as exc:
+            raise LadderError("seat %s: host_pool_mib, ttm_min_mib, ttm_target_mib and tensor_parallel_size: "
+                              "expected integers (%s)" % (seat.get("name"), exc)) from None
+    return changed
 
 
 def result(seat, knob, step, values, records):
@@ -155,8 +191,11 @@ def result(seat, knob, step, values, records):
     inventory change that would keep it."""
     passing = [r["value"] for r in records if r["passed"]]
     best = max(passing) if passing else values[0]
+    suggested = None if best == values[0] else {"seat": seat, knob: best}
+    if suggested and knob == "host_pool_mib":
+        rung = next(r for r in records if r["passed"] and r["value"] == best)
+        suggested.update(ttm_min_mib=rung.get("ttm_min_mib"), ttm_target_mib=rung.get("ttm_target_mib"))
     return {
         "seat": seat, "knob": knob, "step": step, "low": values[0], "high": values[-1],
-        "rungs": records, "best": best, "before": values[0],
-        "suggested": None if best == values[0] else {"seat": seat, knob: best},
+        "rungs": records, "best": best, "before": values[0], "suggested": suggested,
     }
