@@ -74,10 +74,11 @@ def upper_bound(plan, seat, knob, published=None):
     if seat not in seats:
         raise LadderError("seat: expected one of the plan's seats (%s), got %r" % (", ".join(sorted(seats)), seat))
     planned = seats[seat]
-    if (knob in RADIANCE_KNOBS) != (planned["engine"] == "radiance"):
+    engine = planned.get("engine", "vllm")
+    if (knob in RADIANCE_KNOBS) != (engine == "radiance"):
         raise LadderError("seat %s: ladder_knob %s: expected %s for a %s seat" % (
-            seat, knob, " or ".join(RADIANCE_KNOBS if planned["engine"] == "radiance"
-                                    else [k for k in KNOBS if k not in RADIANCE_KNOBS]), planned["engine"]))
+            seat, knob, " or ".join(RADIANCE_KNOBS if engine == "radiance"
+                                    else [k for k in KNOBS if k not in RADIANCE_KNOBS]), engine))
     if knob == "host_pool_mib":
         if not planned.get("host_pool_rungs"):
             raise LadderError("seat %s: the pool that funds the seat is unknown: set its target_tokens (or ladder_high)"

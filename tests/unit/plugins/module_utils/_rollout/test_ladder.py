@@ -99,3 +99,15 @@ def test_the_result_keeps_the_best_passing_rung_and_says_what_to_change():
     assert (out["best"], out["before"], out["suggested"]) == (28672, 16384, {"seat": "z", "max_model_len": 28672})
     none = ladder.result("z", "max_model_len", 4096, [16384, 20480], [{"value": 20480, "passed": False}])
     assert (none["best"], none["suggested"]) == (16384, None)
+
+
+def test_a_radiance_seats_pool_ladder_moves_the_ttm_variables_with_the_pool():
+    plan = {"seats": [{"name": "archon", "engine": "radiance", "host_pool_mib": 30720,
+                       "host_pool_rungs": [{"host_pool_mib": 30720}, {"host_pool_mib": 31744}]}], "gpus": []}
+    assert ladder.upper_bound(plan, "archon", "host_pool_mib") == 31744
+    with pytest.raises(ladder.LadderError, match="ladder_knob max_model_len: expected host_pool_mib for a radiance"):
+        ladder.upper_bound(plan, "archon", "max_model_len")
+    seat = {"name": "archon", "host_pool_mib": 30720, "tensor_parallel_size": 2, "ttm_min_mib": 68000,
+            "ttm_target_mib": 70000}
+    rung = ladder.with_knob([seat], "archon", "host_pool_mib", 32768)[0]
+    assert (rung["host_pool_mib"], rung["ttm_min_mib"], rung["ttm_target_mib"]) == (32768, 72096, 74096)
