@@ -1,6 +1,7 @@
 """A radiance seat beside a vLLM seat on one twin host, over real SSH and a real dockerd: the
 plan says what each knob buys, the dry run touches nothing, a resize of the host pool is gated by
-the boot ledger (vram_kv byte for byte on both cards of different totals, the pinned-RAM ledger),
+the boot ledger (vram_kv byte for byte on both cards of different totals, the pinned-RAM ledger)
+and probed at depth,
 the unsafe resizes are refused (the pool and the placement in one window; a ledger above
 TTM_MIN_MIB; one the host's RAM cannot hold), a knob that loses to another claim rolls back to
 byte-identical files, and a pin past the host's RAM takes the host's seats down."""
@@ -118,10 +119,13 @@ def test_a_host_pool_resize_funds_the_target_and_restarts_only_that_seat(twin, t
     healthy()
     before = state()
     hosts = fleet_with(tmp_path, host_pool_mib=32768, ttm_min_mib=72000, ttm_target_mib=74000)
-    proc = rebalance(hosts, twin, tmp_path / "report")
+    proc = rebalance(hosts, twin, tmp_path / "report", "-e", "seat_rebalance_runtime_probe=true")
     assert proc.returncode == 0, proc.stdout[-4000:]
     section = report(tmp_path / "report")
     assert section["status"] == "applied", section.get("error")
+    probe = gates(section)
+    assert probe["runtime_probe"]["ok"] and probe["probe_refusal"]["measured"] == {"status": 400}, \
+        "the engine answers within the depth and refuses past it"
     archon = {seat["name"]: seat for seat in section["plan"]["seats"]}["archon"]
     assert (archon["kv_tokens"], archon["binding"], archon["funded_fraction"]) == (262144, "demand", 1.0)
     assert gates(section)["kv_tokens"]["measured"]["tokens"] == 262144

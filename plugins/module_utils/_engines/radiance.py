@@ -406,8 +406,43 @@ def ledger_gates(seat, ledger):
     return gates
 
 
+def _ask(seat, host, tokens):
+    """A chat request whose prompt is ``tokens`` long: ``(status, detail)``."""
+    body = {"model": seat["served_model_names"][0], "max_tokens": PROBE_REPLY_TOKENS,
+            "messages": [{"role": "user", "content": "hello " * tokens}]}
+    try:
+        status, reply = host.client(seat).call_json("POST", "/v1/chat/completions", body, timeout=host.health_timeout)
+    except Unreachable as exc:
+        return None, exc.detail
+    return status, "" if status == 200 else str(reply)[:300]
+
+
+# The probe's reply, counted in the request's tokens.
+PROBE_REPLY_TOKENS = 16
+
+
+def probe_gates(seat, host):
+    """The cache holds what the plan says and no more: a request filling
+    ``runtime_probe_fraction`` of one request's depth (max_model_len, or the cache's tokens when
+    fewer) is answered, and one a token past it is refused by the engine."""
+    depth = min(seat["max_model_len"], seat["kv_tokens"])
+    inside = int(depth * host.runtime_probe_fraction) - PROBE_REPLY_TOKENS
+    status, detail = _ask(seat, host, inside)
+    past_status, past_detail = _ask(seat, host, depth)
+    return [
+        gate(seat["name"], "runtime_probe", status == 200, {"status": status}, {"status": 200},
+             "a %s-token request (a depth of %s: %s) answered %s%s" % (
+                 num(inside), num(depth), "max_model_len" if depth == seat["max_model_len"] else "the cache's tokens",
+                 status, ": " + detail if detail else "")),
+        gate(seat["name"], "probe_refusal", past_status == 400, {"status": past_status}, {"status": 400},
+             "a request past the depth of %s answered %s%s" % (
+                 num(depth), past_status, ": " + past_detail if past_detail and past_status != 400 else "")),
+    ]
+
+
 def after_boot_gates(seat, host, healthy):
-    """The served names, and the boot ledger against the plan."""
+    """The served names, the boot ledger against the plan, and with ``host.runtime_probe`` the
+    depth probe."""
     gates = []
     if healthy:
         try:
@@ -422,6 +457,8 @@ def after_boot_gates(seat, host, healthy):
     except (DockerError, SystemdError, RadianceLogError) as exc:
         gates.append(gate(seat["name"], "boot_ledger", False, None, "readable",
                           "container %s: %s" % (seat["container"], exc)))
+    if healthy and host.runtime_probe:
+        gates.extend(probe_gates(seat, host))
     return gates
 
 

@@ -160,3 +160,32 @@ def test_the_host_gate_reads_the_hosts_ram():
                                 {"host_memory": {"total_mib": 98304, "available_mib": 50000}})
     assert not short[0]["ok"] and "(with the 10,000 MiB the seat pins now)" in short[0]["detail"]
     assert not radiance.host_gates(archon, {})[0]["ok"]
+
+
+class _Client:
+    def __init__(self, limit):
+        self.limit, self.asked = limit, []
+
+    def call_json(self, method, path, body, timeout=None):
+        tokens = len(body["messages"][0]["content"].split()) + body["max_tokens"]
+        self.asked.append(tokens)
+        return (200, {}) if tokens <= self.limit else (400, {"error": "too long"})
+
+
+class _Host:
+    runtime_probe_fraction, health_timeout = 0.9, 5
+
+    def __init__(self, limit):
+        self._client = _Client(limit)
+
+    def client(self, seat):
+        return self._client
+
+
+def test_the_depth_probe_passes_within_the_cache_and_wants_a_refusal_past_it():
+    archon = dict(archon_of(plan()), kv_tokens=50000)  # fewer tokens than max_model_len: the cache is the depth
+    host = _Host(50000)
+    assert not failed(radiance.probe_gates(archon, host))
+    assert host._client.asked == [int(50000 * 0.9), 50000 + 16]
+    lenient = radiance.probe_gates(archon, _Host(10 ** 6))
+    assert [g["gate"] for g in failed(lenient)] == ["probe_refusal"], "an engine that admits past its cache fails"
