@@ -484,12 +484,12 @@ def plan_notes(seat):
         effect["why"]) for effect in seat.get("knob_effects") or []]
     rungs = seat.get("host_pool_rungs") or []
     if rungs:
-        lines.append("- to fund %s tokens: %s (%s)" % (
-            num(seat["target_tokens"]), " -> ".join("HOST_POOL_MIB %s: %s tokens" % (num(rung["host_pool_mib"]),
-                                                                                      num(rung["kv_tokens"]))
-                                                    for rung in rungs),
-            {"funded": "funded", "host_ram": "the host's RAM stops the ladder",
-             "plane_on_host": "the host holds the whole plane: more host RAM buys nothing",
-             "demand": "demand binds"}.get(rungs[-1].get("stopped"), "")))
+        steps = " -> ".join("HOST_POOL_MIB %s: %s tokens" % (num(rung["host_pool_mib"]), num(rung["kv_tokens"]))
+                            for rung in rungs)
+        lines.append("- to fund %s tokens: %s (%s)" % (num(seat["target_tokens"]), steps, _STOPS.get(rungs[-1].get("stopped"), "")))
     return lines
 
+
+# Why the host-pool rungs stop, in the plan's words.
+_STOPS = {"funded": "funded", "host_ram": "the host's RAM stops the ladder",
+          "plane_on_host": "the host holds the whole plane: more host RAM buys nothing", "demand": "demand binds"}

@@ -138,8 +138,8 @@ def pin_ledger(terms):
     ttm_target = _whole("ttm_target_mib", terms.get("ttm_target_mib"))
     slack = _whole("ttm_slack_mib", terms.get("ttm_slack_mib", TTM_SLACK_MIB))
     parts = "%d x HOST_POOL_MIB %s + PLE table %s + PREFIX_CACHE_MIB %s + statics and arena %s + %d checkpoint " \
-            "slots x %s = %s MiB" % (tp, _mib(pool), _mib(value["ple_table_mib"]), _mib(value["prefix_cache_mib"]),
-                                      _mib(value["statics_arena_mib"]), slots, CHECKPOINT_SLOT_MIB, _mib(store))
+        "slots x %s = %s MiB" % (tp, _mib(pool), _mib(value["ple_table_mib"]), _mib(value["prefix_cache_mib"]),
+                                 _mib(value["statics_arena_mib"]), slots, CHECKPOINT_SLOT_MIB, _mib(store))
     error = None
     if ttm_min < total:
         error = "TTM_MIN_MIB %s is below the pinned-RAM ledger %s MiB (%s): the serve script would refuse to " \
@@ -258,7 +258,7 @@ RADIANCE_BUDGET_SPEC = {
     "file_tier_staging_mib": {"type": "int", "default": 0},
     "max_num_seqs": {"type": "int", "required": True},
     "max_model_len": {"type": "int", "required": True},
-    "kv_bytes_per_token": {"type": "int", "required": True},
+    "kv_bytes_per_token": {"type": "int", "required": True, "no_log": False},
     "block_size": {"type": "int", "default": BLOCK_SIZE},
     "tp": {"type": "int", "default": 1},
     "ple_table_mib": {"type": "int", "default": 0},
@@ -269,6 +269,6 @@ RADIANCE_BUDGET_SPEC = {
     "ttm_min_mib": {"type": "int", "required": True},
     "ttm_target_mib": {"type": "int", "required": True},
     "ttm_slack_mib": {"type": "int", "default": TTM_SLACK_MIB},
-    "target_tokens": {"type": "int"},
+    "target_tokens": {"type": "int", "no_log": False},
     "host_limit_mib": {"type": "int"},
 }

@@ -76,9 +76,15 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+def _term(profile, name):
+    """A ledger term of the model's profile, in MiB (0 when it has none)."""
+    return int(profile.get(name, 0))
+
+
 def ledger(args, profile, totals):
     """The budget resolver: per card, the smallest card's figures."""
-    term = lambda name: int(profile.get(name, 0))  # noqa: E731
+    def term(name):
+        return _term(profile, name)
     smallest = min(totals)
     capacity = smallest - term("already_held_mib") - term("drift_mib") - args.gpu_headroom_mib - term("arena_mib") \
         - term("step_staging_mib") - term("hw_queues_mib") - term("prefetch_mib")
@@ -205,7 +211,10 @@ def main(argv=None) -> int:
                      "refusing to start" % (limit, ttm_target, host.get("memory_mib"), ttm_min))
         return 1
     engine = Engine(args, profile, driver, devices)
-    budget, term = engine.budget, lambda name: int(profile.get(name, 0))  # noqa: E731
+    budget = engine.budget
+
+    def term(name):
+        return _term(profile, name)
     totals = [d["total_mib"] for d in devices]
     log("INFO", "VRAM budget, per card: %s" % ", ".join("[%d] %d MiB" % (rank, total) for rank, total in enumerate(totals)))
     log("INFO", "claimable: %d MiB a card = card total %d - already held %d - drift %d - headroom %d - arena %d - "
@@ -242,8 +251,8 @@ def main(argv=None) -> int:
                 rank, budget["vram_kv"], budget["blocks"], budget["block"], budget["experts"],
                 device["total_mib"] - held))
     except OutOfMemory as oom:
-        log("ERROR", "CUDA out of memory allocating the pools: %d MiB asked, %d MiB free" % (oom.requested_mib,
-                                                                                           oom.free_mib))
+        log("ERROR", "CUDA out of memory allocating the pools: %d MiB asked, %d MiB free"
+            % (oom.requested_mib, oom.free_mib))
         return 1
     log("INFO", "mover: %d slots can be lent out of the activation arena (%d MiB)" % (MOVER_SLOTS, term("arena_mib")))
 
