@@ -183,6 +183,9 @@ class Engine:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: radiance serve MODEL [flags]  (radiance serve --help lists them)")
+        return 0
     if argv[:1] != ["serve"]:
         stderr("usage: radiance serve MODEL [flags]")
         return 2
