@@ -33,6 +33,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_l
     parse_ledger,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import MODEL_RE, SERVED_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance import (
     CARD_TERMS,
     ENGINE_RELEASE,
@@ -69,15 +70,12 @@ ENV_KNOBS = (("GPU_HEADROOM_MIB", "gpu_headroom_mib"), ("HOST_POOL_MIB", "host_p
 POOL_KNOBS = ("gpu_headroom_mib", "host_pool_mib", "max_num_seqs", "max_model_len", "prefix_cache_mib")
 # What the serve script reads from its environment rather than its flags.
 SERVE_ENV = ("TTM_MIN_MIB", "TTM_TARGET_MIB")
-# The flags radiance 1.8.1 refuses to start on (core/config.cpp).
-REMOVED_FLAGS = ("--vram-weights-mib", "--vram-kv-mib")
-PROFILE_TERMS = CARD_TERMS[:1] + CARD_TERMS[2:] + MODEL_TERMS + LEDGER_TERMS + (
-    "drift_mib", "file_tier_staging_mib", "kv_bytes_per_token", "block_size", "checkpoint_retained",
+# The model profile's terms: the card's and the model's, less the seat's own knob.
+PROFILE_TERMS = tuple(term for term in CARD_TERMS if term != "gpu_headroom_mib") + MODEL_TERMS + LEDGER_TERMS + (
+    "file_tier_staging_mib", "kv_bytes_per_token", "block_size", "checkpoint_retained",
     "printed_experts_mib", "printed_host_pool_mib")
 _PROFILE_REQUIRED = ("static_weights_mib", "kv_bytes_per_token")
-_MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")
 _PLACEMENT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.,:=+-]*\Z")
-SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 PLANNED_FIELDS = ("capacity_mib", "elastic_mib", "expert_floor_mib", "experts_mib", "kv_cap_tokens", "kv_bytes",
                   "vram_kv_bytes", "kv_blocks", "kv_tokens", "sessions", "binding", "funded_fraction",
                   "binding_card", "card_total_mib", "host_holds_plane")
@@ -95,7 +93,7 @@ def container_name(name):
 
 
 def normalize(check, where, raw, seat, defaults):
-    seat["model"] = check.text(where, "model", raw.get("model"), _MODEL_RE, "the model's path in the image")
+    seat["model"] = check.text(where, "model", raw.get("model"), MODEL_RE, "the model's path in the image")
     seat["model_profile"] = check.text(where, "model_profile", raw.get("model_profile"), None,
                                        "the model's radiance profile (a JSON file of its ledger terms)")
     seat["tensor_parallel_size"] = seat["gpu_count"]
@@ -115,7 +113,6 @@ def normalize(check, where, raw, seat, defaults):
         where, "checkpoint_slots", slots, 0)
     seat["target_tokens"] = check.positive_int(where, "target_tokens", raw["target_tokens"]) \
         if raw.get("target_tokens") is not None else None
-    seat["vllm_release"] = None
 
 
 # -- sizing ---------------------------------------------------------------------------------------
@@ -297,7 +294,7 @@ def check_plan_seat(seat, fail):
         elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
             fail(field, "an integer from 0 up", value)
     launch = seat.get("launch") or {}
-    if not isinstance(launch.get("model"), str) or not _MODEL_RE.match(launch["model"]):
+    if not isinstance(launch.get("model"), str) or not MODEL_RE.match(launch["model"]):
         fail("launch.model", "the model's path in the image", launch.get("model"))
     names = launch.get("served_model_names") or []
     if not isinstance(names, list) or not all(isinstance(n, str) and SERVED_NAME_RE.match(n) for n in names):

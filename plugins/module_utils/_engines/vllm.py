@@ -79,7 +79,7 @@ PLAN_FLAGS = (
     "--reasoning-parser", "--default-chat-template-kwargs", "--override-generation-config",
     "--num-gpu-blocks-override")
 _SHORT_PLAN_FLAGS = ("-tp", "-pp", "-dp")
-_MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
+MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
 SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 _PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The planned numbers a plan seat carries, once.
@@ -112,7 +112,7 @@ def plan_flag(arg):
 def normalize(check, where, raw, seat, defaults):
     """The vLLM fields of ``raw`` checked and brought to normal form into ``seat``."""
     name = seat["name"]
-    seat["model"] = check.text(where, "model", raw.get("model"), _MODEL_RE,
+    seat["model"] = check.text(where, "model", raw.get("model"), MODEL_RE,
                                "a Hugging Face model id or a path in the image")
     seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
     length = raw.get("max_model_len")
