@@ -314,11 +314,12 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
 
     sized, problems = _size(spec, inventory_dir, options)
-    window_warnings = []
-    if not problems:
-        problems, window_warnings = _window(spec, sized, cards)
     if problems:
         raise PlanError("host %s: %d seat(s) cannot be sized:\n- %s"
+                        % (host, len(problems), "\n- ".join(problems)))
+    problems, window_warnings = _window(spec, sized, cards)
+    if problems:
+        raise PlanError("host %s: %d seat(s) cannot change as asked in one window:\n- %s"
                         % (host, len(problems), "\n- ".join(problems)))
     footprints = {}
     for seat in spec["seats"]:

@@ -63,7 +63,8 @@ def _cards_by_uuid(cards):
 def before_start(seat, cards, margin_mib):
     """Free memory on each of the seat's GPUs, counting what the seat itself holds now (it is
     recreated), must cover its footprint plus the margin; and the engine's own checks (vLLM's
-    startup check, ``free >= ceil(total * util)`` in bytes; the host RAM a radiance seat pins)."""
+    startup check, ``free >= ceil(total * util)`` in bytes; the host memory a seat pins). A seat that
+    keeps its own headroom (``KEEPS_OWN_HEADROOM``) is not asked for the margin."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
     own = seat_mib(cards).get(seat["name"], {})
@@ -75,9 +76,8 @@ def before_start(seat, cards, margin_mib):
                               % (uuid, ", ".join(sorted(by_uuid)) or "none")))
             continue
         free = card["memory_free_mib"] + own.get(uuid, 0)
-        need = seat["footprint_mib"]
-        margin = 0 if engine_of(seat).KEEPS_OWN_HEADROOM else margin_mib
-        need += margin
+        need = seat["footprint_mib"] + (0 if engine_of(seat).KEEPS_OWN_HEADROOM else margin_mib)
+        margin = need - seat["footprint_mib"]
         gates.append(gate(
             seat["name"], "free_mib_before_start", free >= need, free, need,
             "GPU %d has %s MiB free%s; the seat needs %s MiB (footprint %s + margin %s)"
