@@ -126,11 +126,16 @@ plan:
   description:
     - C(gpus) (per GPU C(total_mib), C(background_mib) (memory not held by the plan's seats),
       C(capacity_mib), C(seats), C(footprint_mib), C(spare_mib) at plateau,
-      C(spare_at_boot_mib)), C(seats) (per seat its GPUs, KV bytes, tokens, concurrency, the KV
+      C(spare_at_boot_mib), C(own_headroom_seat): the seat that claims the GPU whole, or null),
+      C(seats) (per seat its GPUs, KV bytes, tokens, concurrency, the KV
       rule, weights/KV/overhead and footprint MiB, the boot-gate utilization, whether it moves,
       each planned number once, and C(launch), what the inventory declared about running it; a
       seat as it is is the input of M(llmfleet.seats.seat_files)), C(worst_spare_mib),
       C(moves), C(optimal) and C(warnings).
+    - A radiance seat carries its funding instead of vLLM's KV figures - C(capacity_mib),
+      C(elastic_mib), C(expert_floor_mib), C(vram_kv_bytes), C(kv_tokens), C(sessions),
+      C(binding), C(funded_fraction), the pinned-RAM ledger (C(pin_ledger_mib), C(pin_ok)), its
+      knobs, C(knob_effects) and C(host_pool_rungs) (docs/radiance.md).
   returned: success
   type: dict
 markdown:
