@@ -143,10 +143,11 @@ def pin_ledger(terms):
     error = None
     if ttm_min < total:
         error = "TTM_MIN_MIB %s is below the pinned-RAM ledger %s MiB (%s): the serve script would refuse to " \
-                "start; raise TTM_MIN_MIB with the pool or the slots" % (_mib(ttm_min), _mib(total), parts)
+                "start; raise TTM_MIN_MIB to at least %s with the pool or the slots" % (
+                    _mib(ttm_min), _mib(total), parts, _mib(math.ceil(total)))
     elif ttm_target < total + slack:
-        error = "TTM_TARGET_MIB %s does not clear the pinned-RAM ledger %s MiB by the slack of %s MiB (%s)" % (
-            _mib(ttm_target), _mib(total), _mib(slack), parts)
+        error = "TTM_TARGET_MIB %s does not clear the pinned-RAM ledger %s MiB by the slack of %s MiB (%s): raise " \
+                "it to at least %s" % (_mib(ttm_target), _mib(total), _mib(slack), parts, _mib(math.ceil(total + slack)))
     return {"checkpoint_slots": slots, "checkpoint_store_mib": store, "pin_ledger_mib": total,
             "pin_ledger_parts": parts, "pin_ok": error is None, "pin_error": error}
 

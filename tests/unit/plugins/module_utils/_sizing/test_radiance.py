@@ -81,9 +81,11 @@ def test_the_ledger_is_refused_naming_the_ttm_variable():
     low = pin_ledger(dict(TERMS, ttm_min_mib=67000))
     assert not low["pin_ok"] and low["pin_error"].startswith(
         "TTM_MIN_MIB 67,000 is below the pinned-RAM ledger 67,455.84 MiB (2 x HOST_POOL_MIB 30,720")
+    assert low["pin_error"].endswith("raise TTM_MIN_MIB to at least 67,456 with the pool or the slots")
     tight = pin_ledger(dict(TERMS, ttm_target_mib=68000))
     assert not tight["pin_ok"] and tight["pin_error"].startswith(
         "TTM_TARGET_MIB 68,000 does not clear the pinned-RAM ledger 67,455.84 MiB by the slack of 1,024 MiB")
+    assert tight["pin_error"].endswith("raise it to at least 68,480")
 
 
 def test_what_each_knob_buys():
