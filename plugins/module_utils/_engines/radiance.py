@@ -26,7 +26,7 @@ import re
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_log import (
     RadianceLogError,
@@ -186,7 +186,7 @@ def footprint(seat, sized, plateau, record, default_overhead_mib):
     experts and cache): only the headroom stays free, and the drift grows in after boot."""
     budget, inputs = sized["budget"], sized["terms"]
     plateau = min(budget["card_total_mib"]) - inputs["gpu_headroom_mib"]
-    return {"weights_mib": inputs["static_weights_mib"], "kv_mib": budget["kv_mib"], "overhead_mib": None,
+    return {"weights_mib": inputs["static_weights_mib"], "kv_mib": -(-budget["kv_bytes"] // MIB), "overhead_mib": None,
             "overhead_source": "radiance ledger", "footprint_mib": plateau,
             "boot_footprint_mib": plateau - inputs.get("drift_mib", 0)}
 

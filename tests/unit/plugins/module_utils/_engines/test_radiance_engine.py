@@ -15,6 +15,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines import rad
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_log import RadianceLogError, parse_ledger
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-radiance"
 HOST = yaml.safe_load((FLEET / "host_vars" / "twin1.yml").read_text())
@@ -189,3 +190,17 @@ def test_the_depth_probe_passes_within_the_cache_and_wants_a_refusal_past_it():
     assert host._client.asked == [int(50000 * 0.9), 50000 + 16]
     lenient = radiance.probe_gates(archon, _Host(10 ** 6))
     assert [g["gate"] for g in failed(lenient)] == ["probe_refusal"], "an engine that admits past its cache fails"
+
+
+def test_both_runtimes_render_the_env_files_knobs_and_refer_to_them():
+    archon = archon_of(plan())
+    files = compose.render(archon, "twin1")
+    env = dict(line.split("=", 1) for line in files[".env"].splitlines() if "=" in line and not line.startswith("#"))
+    assert (env["HOST_POOL_MIB"], env["MAX_SEQS"], env["PLACEMENT"], env["TTM_MIN_MIB"]) == (
+        "'30720'", "'4'", "'auto'", "'68000'")
+    service = yaml.safe_load(files["compose.yaml"])["services"]["archon"]
+    assert service["environment"] == {"TTM_MIN_MIB": "${TTM_MIN_MIB:?}", "TTM_TARGET_MIB": "${TTM_TARGET_MIB:?}"}
+    assert service["command"][service["command"].index("--host-pool-mib") + 1] == "${HOST_POOL_MIB:?}"
+    assert "30720" not in files["compose.yaml"], "the numbers live in the .env alone"
+    serve = systemd.render(archon, "twin1", None, "/srv/compose/archon")["serve.sh"]
+    assert "--env TTM_MIN_MIB \\" in serve and '--host-pool-mib "${HOST_POOL_MIB:?}"' in serve
