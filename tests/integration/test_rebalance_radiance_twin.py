@@ -21,7 +21,9 @@ from support.rollout import live, twin_pair, wait_for
 
 from twinlib import fleet as twin_fleet
 
-pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
+# Its windows mostly end in a refusal or a rollback: it runs in the gates lane, beside the
+# rollout lane rather than after it.
+pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-radiance"
 PLAYBOOK = REPO_ROOT / "playbooks" / "rebalance.yml"
