@@ -129,10 +129,14 @@ def _profile(seat, inventory_dir):
         raise SizingError("%s: expected an object of ledger terms, got %r" % (where, profile))
     unknown = sorted(set(profile) - set(PROFILE_TERMS), key=str)
     missing = [term for term in _PROFILE_REQUIRED if term not in profile]
-    if unknown or missing:
+    # every term is a count (MiB, bytes, tokens, checkpoints)
+    wrong = sorted(term for term, value in profile.items() if term in PROFILE_TERMS and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 0))
+    if unknown or missing or wrong:
         raise SizingError("%s: %s" % (where, "; ".join(
             ["%s: expected one of %s (unknown term)" % (term, ", ".join(PROFILE_TERMS)) for term in unknown]
-            + ["%s: expected a value (required)" % term for term in missing])))
+            + ["%s: expected a value (required)" % term for term in missing]
+            + ["%s: expected an integer from 0 up, got %r" % (term, profile[term]) for term in wrong])))
     if "plane_mib" not in profile:
         if "printed_experts_mib" not in profile or "printed_host_pool_mib" not in profile:
             raise SizingError("%s: plane_mib: expected the expert plane, or printed_experts_mib and "
@@ -185,10 +189,10 @@ def footprint(seat, sized, plateau, record, default_overhead_mib):
     """The engine claims the smallest card's budget on every card (its context, buffers, weights,
     experts and cache): only the headroom stays free, and the drift grows in after boot."""
     budget, inputs = sized["budget"], sized["terms"]
-    plateau = min(budget["card_total_mib"]) - inputs["gpu_headroom_mib"]
+    claimed = min(budget["card_total_mib"]) - inputs["gpu_headroom_mib"]
     return {"weights_mib": inputs["static_weights_mib"], "kv_mib": -(-budget["kv_bytes"] // MIB), "overhead_mib": None,
-            "overhead_source": "radiance ledger", "footprint_mib": plateau,
-            "boot_footprint_mib": plateau - inputs.get("drift_mib", 0)}
+            "overhead_source": "radiance ledger", "footprint_mib": claimed,
+            "boot_footprint_mib": claimed - inputs.get("drift_mib", 0)}
 
 
 def ran(process):

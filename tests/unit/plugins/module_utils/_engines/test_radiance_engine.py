@@ -72,6 +72,9 @@ def test_a_profile_that_is_not_one_is_refused_naming_the_term(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps(dict(profile, static_weight_mib=1)))
     with pytest.raises(PlanError, match="static_weight_mib: expected one of .* \\(unknown term\\)"):
         plan(seats(model_profile=str(tmp_path / "p.json")))
+    (tmp_path / "q.json").write_text(json.dumps(dict(profile, printed_experts_mib="11G")))
+    with pytest.raises(PlanError, match="printed_experts_mib: expected an integer from 0 up, got '11G'"):
+        plan(seats(model_profile=str(tmp_path / "q.json")))
 
 
 def test_no_other_seat_may_sit_on_a_card_it_claims_whole():
