@@ -126,7 +126,7 @@ plan:
   description:
     - C(gpus) (per GPU C(total_mib), C(background_mib) (memory not held by the plan's seats),
       C(capacity_mib), C(seats), C(footprint_mib), C(spare_mib) at plateau,
-      C(spare_at_boot_mib), C(own_headroom_seat): the seat that claims the GPU whole, or null),
+      C(spare_at_boot_mib), C(own_headroom_seat) (the seat that claims the GPU whole, or null)),
       C(seats) (per seat its GPUs, KV bytes, tokens, concurrency, the KV
       rule, weights/KV/overhead and footprint MiB, the boot-gate utilization, whether it moves,
       each planned number once, and C(launch), what the inventory declared about running it; a
