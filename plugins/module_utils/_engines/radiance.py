@@ -33,7 +33,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_l
     parse_ledger,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import MODEL_RE, SERVED_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import MODEL_RE, SERVED_NAME_RE, models_gate
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance import (
     CARD_TERMS,
     ENGINE_RELEASE,
@@ -450,9 +450,7 @@ def after_boot_gates(seat, host, healthy):
             status, models = host.client(seat).call_json("GET", "/v1/models")
         except Unreachable:
             status, models = None, None
-        served = sorted(card.get("id") for card in ((models or {}).get("data") or [])) if status == 200 else []
-        gates.append(gate(seat["name"], "served_models", served == sorted(seat["served_model_names"]), served,
-                          sorted(seat["served_model_names"]), "/v1/models lists %s" % (", ".join(served) or "nothing")))
+        gates.append(models_gate(seat, models if status == 200 else None))
     try:
         gates.extend(ledger_gates(seat, parse_ledger(host.log(seat))))
     except (DockerError, SystemdError, RadianceLogError) as exc:

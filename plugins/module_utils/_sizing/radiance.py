@@ -122,10 +122,10 @@ def funding(terms):
     }
 
 
-def pin_ledger(terms):
-    """The pinned host RAM the seat needs, against TTM_MIN_MIB and TTM_TARGET_MIB (``terms``:
-    ``tp``, ``host_pool_mib``, LEDGER_TERMS, ``checkpoint_slots``, ``max_num_seqs``,
-    ``retained``, ``ttm_min_mib``, ``ttm_target_mib``, ``ttm_slack_mib``)."""
+def _pinned(terms):
+    """``(slots, checkpoint store MiB, total MiB, the sum in words)``: what the seat pins of the
+    host (``terms``: ``tp``, ``host_pool_mib``, LEDGER_TERMS, ``checkpoint_slots``,
+    ``max_num_seqs``, ``retained``)."""
     tp = _whole("tp", terms.get("tp", 1), 1)
     pool = _whole("host_pool_mib", terms.get("host_pool_mib", 0))
     value = {field: _whole(field, terms.get(field, STATICS_ARENA_MIB if field == "statics_arena_mib" else 0))
@@ -133,13 +133,19 @@ def pin_ledger(terms):
     slots = checkpoint_slots(terms.get("checkpoint_slots", "auto"), _whole("max_num_seqs", terms.get("max_num_seqs"), 1),
                              _whole("retained", terms.get("retained", 0)))
     store = round(slots * CHECKPOINT_SLOT_MIB, 2)
-    total = round(tp * pool + sum(value.values()) + store, 2)
-    ttm_min = _whole("ttm_min_mib", terms.get("ttm_min_mib"))
-    ttm_target = _whole("ttm_target_mib", terms.get("ttm_target_mib"))
-    slack = _whole("ttm_slack_mib", terms.get("ttm_slack_mib", TTM_SLACK_MIB))
     parts = "%d x HOST_POOL_MIB %s + PLE table %s + PREFIX_CACHE_MIB %s + statics and arena %s + %d checkpoint " \
         "slots x %s = %s MiB" % (tp, _mib(pool), _mib(value["ple_table_mib"]), _mib(value["prefix_cache_mib"]),
                                  _mib(value["statics_arena_mib"]), slots, CHECKPOINT_SLOT_MIB, _mib(store))
+    return slots, store, round(tp * pool + sum(value.values()) + store, 2), parts
+
+
+def pin_ledger(terms):
+    """The pinned host RAM the seat needs (``_pinned``), against TTM_MIN_MIB and TTM_TARGET_MIB
+    (``terms`` also: ``ttm_min_mib``, ``ttm_target_mib``, ``ttm_slack_mib``)."""
+    slots, store, total, parts = _pinned(terms)
+    ttm_min = _whole("ttm_min_mib", terms.get("ttm_min_mib"))
+    ttm_target = _whole("ttm_target_mib", terms.get("ttm_target_mib"))
+    slack = _whole("ttm_slack_mib", terms.get("ttm_slack_mib", TTM_SLACK_MIB))
     error = None
     if ttm_min < total:
         error = "TTM_MIN_MIB %s is below the pinned-RAM ledger %s MiB (%s): the serve script would refuse to " \
@@ -201,12 +207,12 @@ def host_pool_rungs(terms, target_tokens, host_limit_mib=None):
     pool = terms.get("host_pool_mib", 0)
     while True:
         step = dict(terms, host_pool_mib=pool)
-        sized, ledger = funding(step), pin_ledger(dict(step, ttm_min_mib=0, ttm_target_mib=0))
-        if host_limit_mib is not None and ledger["pin_ledger_mib"] > host_limit_mib:
+        sized, pinned = funding(step), _pinned(step)[2]
+        if host_limit_mib is not None and pinned > host_limit_mib:
             if rungs:
                 rungs[-1]["stopped"] = "host_ram"
             return rungs
-        rung = {"host_pool_mib": pool, "kv_tokens": sized["kv_tokens"], "pin_ledger_mib": ledger["pin_ledger_mib"],
+        rung = {"host_pool_mib": pool, "kv_tokens": sized["kv_tokens"], "pin_ledger_mib": pinned,
                 "funded": sized["kv_tokens"] >= target_tokens}
         rungs.append(rung)
         if rung["funded"]:

@@ -49,6 +49,11 @@ def test_the_plan_funds_the_seat_from_its_profile_on_its_own_cards():
     ({"placement": "a b"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
     ({"checkpoint_slots": -1}, "llmfleet_seats[1].checkpoint_slots: expected an integer from 0 up"),
     ({"host_pool_mib": "30G"}, "llmfleet_seats[1].host_pool_mib: expected an integer from 1 up"),
+    ({"ttm_min_mib": float("inf")}, "llmfleet_seats[1].ttm_min_mib: expected an integer from 1 up"),
+    ({"placement": "auto\n--vram-kv-mib 1"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
+    ({"placement": "$(reboot)"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
+    ({"model_profile": "models/x\n.json"}, "llmfleet_seats[1].model_profile: expected the model's radiance profile"),
+    ({"model": "/srv/m; rm -rf /"}, "llmfleet_seats[1].model: expected the model's path in the image"),
     ({"kv_cache_memory_bytes": "8GiB"}, "llmfleet_seats[1].kv_cache_memory_bytes: expected a known field for a "
                                         "radiance seat"),
 ])

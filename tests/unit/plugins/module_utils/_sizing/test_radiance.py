@@ -118,7 +118,9 @@ def test_the_plane_from_a_live_ledger():
 
 @pytest.mark.parametrize("change, field", [
     ({"card_total_mib": []}, "card_total_mib"), ({"host_pool_mib": -1}, "host_pool_mib"),
-    ({"max_num_seqs": True}, "max_num_seqs"), ({"checkpoint_slots": "many"}, "checkpoint_slots")])
+    ({"max_num_seqs": True}, "max_num_seqs"), ({"checkpoint_slots": "many"}, "checkpoint_slots"),
+    ({"max_model_len": float("inf")}, "max_model_len"), ({"kv_bytes_per_token": 36864.5}, "kv_bytes_per_token"),
+    ({"static_weights_mib": "6GiB"}, "static_weights_mib"), ({"card_total_mib": [26624, float("nan")]}, "card_total_mib")])
 def test_bad_terms_name_the_field(change, field):
     with pytest.raises(RadianceError) as refused:
         radiance_budget(dict(TERMS, **change))
