@@ -44,7 +44,7 @@ cores: venv  ## the unit tests and sanity on the other ansible-cores the collect
 bench: venv  ## print sizing and placement figures
 	$(ENV) for b in bench/*.py; do python "$$b"; done
 
-kv-releases: venv  ## the full KV differential sweep: every modelled vLLM release against its own planning code (downloads its sources once, ~0.8 GB)
+kv-releases: venv  ## the full KV differential sweep: every modelled vLLM release against its own planning code (reads its sources out of its wheel on PyPI once, a few MB)
 	$(ENV) python tests/differential/run_release_differential.py --release all --cases 1000 --report .build/kv-releases.json
 
 clean:  ## remove the venv and build outputs

@@ -2,8 +2,8 @@
 
     python tests/differential/run_differential.py --cases 600 --report out.json
 
-Fetches (or reuses) the vllm wheel under .build/cache/vllm, unzips the planning sources into a
-temporary directory, runs every case through both and writes a JSON report: the number of
+Reads the planning sources out of the vllm wheel on PyPI once (vllm_sources.py, kept under
+.build/cache/vllm-src), runs every case through both and writes a JSON report: the number of
 cases compared, the mismatches (field, ours, vLLM's), the inputs our side rejected, the
 families and options covered. Runs in its own process because the harness installs stand-in
 ``torch`` and ``vllm`` modules.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +23,8 @@ sys.path.insert(0, str(REPO / ".build" / "collections"))
 sys.path.insert(0, str(HERE))
 
 from cases import make_cases  # noqa: E402
-from vllm_planning import Harness, WheelUnavailable, ensure_wheel, extract_sources, run_case  # noqa: E402
+from vllm_planning import Harness, SourceUnavailable, run_case, sources  # noqa: E402
+from vllm_sources import CACHE, wheel_name  # noqa: E402
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
 
@@ -55,7 +55,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=600)
     parser.add_argument("--seed", type=int, default=20261005)
-    parser.add_argument("--cache", type=Path, default=REPO / ".build" / "cache" / "vllm")
+    parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--perturb", choices=COMPARED,
                         help="add 1 to this field of our results (proves the comparison bites)")
@@ -64,37 +64,36 @@ def main(argv=None):
     report = {"cases": 0, "compared": 0, "mismatches": [], "rejected": [], "families": {},
               "boot_failures": 0, "tensor_parallel": {}, "kv_cache_dtypes": {}, "gpus": {}}
     try:
-        wheel = ensure_wheel(args.cache)
-    except (WheelUnavailable, OSError) as exc:
-        report["wheel_error"] = str(exc)
+        root = sources(args.cache)
+    except SourceUnavailable as exc:
+        report["source_error"] = str(exc)
         args.report.write_text(json.dumps(report, indent=1))
         return 2
-    report["wheel"] = wheel.name
-    with tempfile.TemporaryDirectory(prefix="vllm-src-") as tmp:
-        harness = Harness(extract_sources(wheel, Path(tmp)))
-        for case in make_cases(args.cases, args.seed):
-            report["cases"] += 1
-            try:
-                mine = ours(case)
-            except ValueError as exc:
-                report["rejected"].append({"id": case["id"], "error": str(exc)})
-                continue
-            theirs = vllms(harness, case)
-            if args.perturb:
-                mine[args.perturb] = mine[args.perturb] + 1
-            report["compared"] += 1
-            options = case["options"]
-            for key, value in (("families", case["family"]),
-                               ("tensor_parallel", str(options["tensor_parallel_size"])),
-                               ("kv_cache_dtypes", options["kv_cache_dtype"]),
-                               ("gpus", options["gpu"])):
-                report[key][value] = report[key].get(value, 0) + 1
-            report["boot_failures"] += not theirs["boot_ok"]
-            for field in COMPARED:
-                if mine[field] != theirs[field]:
-                    report["mismatches"].append({"id": case["id"], "field": field,
-                                                 "ours": mine[field], "vllm": theirs[field],
-                                                 "options": options})
+    report["wheel"] = wheel_name(root)
+    harness = Harness(root)
+    for case in make_cases(args.cases, args.seed):
+        report["cases"] += 1
+        try:
+            mine = ours(case)
+        except ValueError as exc:
+            report["rejected"].append({"id": case["id"], "error": str(exc)})
+            continue
+        theirs = vllms(harness, case)
+        if args.perturb:
+            mine[args.perturb] = mine[args.perturb] + 1
+        report["compared"] += 1
+        options = case["options"]
+        for key, value in (("families", case["family"]),
+                           ("tensor_parallel", str(options["tensor_parallel_size"])),
+                           ("kv_cache_dtypes", options["kv_cache_dtype"]),
+                           ("gpus", options["gpu"])):
+            report[key][value] = report[key].get(value, 0) + 1
+        report["boot_failures"] += not theirs["boot_ok"]
+        for field in COMPARED:
+            if mine[field] != theirs[field]:
+                report["mismatches"].append({"id": case["id"], "field": field,
+                                             "ours": mine[field], "vllm": theirs[field],
+                                             "options": options})
     report["seconds"] = round(time.monotonic() - started, 1)
     args.report.write_text(json.dumps(report, indent=1, default=str))
     return 0

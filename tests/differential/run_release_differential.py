@@ -3,7 +3,8 @@
     python tests/differential/run_release_differential.py --release 0.26.0 --cases 200 --report out.json
     python tests/differential/run_release_differential.py --release all --cases 600 --report out.json
 
-Fetches (or reuses) the release's sdist under .build/cache/vllm-src, imports its
+Reads the release's sources out of its wheel on PyPI once (vllm_sources.py, kept under
+.build/cache/vllm-src), imports its
 ``kv_cache_interface.py`` and ``kv_cache_utils.py`` (vllm_release_planning.py) and runs the
 generated cases through both sides, with the release named to ours (``vllm_version``). Writes a
 JSON report per release: cases compared, mismatches (field, ours, the release's), the families
@@ -29,6 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from cases import make_cases  # noqa: E402
 from vllm_release_planning import SourceUnavailable, load, run_case  # noqa: E402
+from vllm_sources import CACHE  # noqa: E402
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED  # noqa: E402
@@ -86,38 +88,37 @@ def run_release(release, count, seed, cache, perturb=None):
     report = {"release": release, "cases": 0, "compared": 0, "mismatches": [], "rejected": [],
               "left_out": {}, "families": {}, "boot_failures": 0}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vllm-%s-" % release) as tmp:
-        harness = load(release, cache, Path(tmp))
-        report["source"] = harness.source
-        for case in make_cases(count, seed):
-            report["cases"] += 1
-            try:
-                mine = ours(case, release)
-            except ValueError as exc:
-                report["rejected"].append({"id": case["id"], "error": str(exc)})
-                continue
-            reason = left_out(case, mine)
-            if reason:
-                report["left_out"][reason] = report["left_out"].get(reason, 0) + 1
-                continue
-            truth, options = release_inputs(case, mine, release)
-            theirs = run_case(harness, truth, options)
-            limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
-                                          mine["max_model_len"], case["options"]["max_num_batched_tokens"],
-                                          case["options"]["max_num_seqs"])
-            if limits:
-                theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
-            if perturb:
-                mine[perturb] = mine[perturb] + 1
-            report["compared"] += 1
-            report["families"][case["family"]] = report["families"].get(case["family"], 0) + 1
-            report["boot_failures"] += not theirs["boot_ok"]
-            if (theirs["boot_error"] or "").startswith("NotImplementedError") and mine["boot_error"]:
-                mine["boot_error"] = mine["boot_error"].split(" (", 1)[0]  # ours says why
-            for field in COMPARED:
-                if field in theirs and mine[field] != theirs[field]:
-                    report["mismatches"].append({"id": case["id"], "field": field, "ours": mine[field],
-                                                 "vllm": theirs[field], "options": case["options"]})
+    harness = load(release, cache)
+    report["source"] = harness.source
+    for case in make_cases(count, seed):
+        report["cases"] += 1
+        try:
+            mine = ours(case, release)
+        except ValueError as exc:
+            report["rejected"].append({"id": case["id"], "error": str(exc)})
+            continue
+        reason = left_out(case, mine)
+        if reason:
+            report["left_out"][reason] = report["left_out"].get(reason, 0) + 1
+            continue
+        truth, options = release_inputs(case, mine, release)
+        theirs = run_case(harness, truth, options)
+        limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
+                                      mine["max_model_len"], case["options"]["max_num_batched_tokens"],
+                                      case["options"]["max_num_seqs"])
+        if limits:
+            theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
+        if perturb:
+            mine[perturb] = mine[perturb] + 1
+        report["compared"] += 1
+        report["families"][case["family"]] = report["families"].get(case["family"], 0) + 1
+        report["boot_failures"] += not theirs["boot_ok"]
+        if (theirs["boot_error"] or "").startswith("NotImplementedError") and mine["boot_error"]:
+            mine["boot_error"] = mine["boot_error"].split(" (", 1)[0]  # ours says why
+        for field in COMPARED:
+            if field in theirs and mine[field] != theirs[field]:
+                report["mismatches"].append({"id": case["id"], "field": field, "ours": mine[field],
+                                             "vllm": theirs[field], "options": case["options"]})
     report["seconds"] = round(time.monotonic() - started, 1)
     return report
 
@@ -127,7 +128,7 @@ def main(argv=None):
     parser.add_argument("--release", required=True, help="a modelled release (0.26.0) or all")
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=20261005)
-    parser.add_argument("--cache", type=Path, default=REPO / ".build" / "cache" / "vllm-src")
+    parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--perturb", choices=COMPARED, help="add 1 to this field of ours (proves the comparison bites)")
     args = parser.parse_args(argv)

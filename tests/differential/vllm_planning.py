@@ -32,11 +32,11 @@ import dataclasses
 import enum
 import importlib.util
 import logging
-import subprocess
 import sys
 import types
-import zipfile
 from pathlib import Path
+
+from vllm_sources import SourceUnavailable, release_files
 
 VLLM_VERSION = "0.33.0"
 
@@ -78,41 +78,14 @@ CUT_FILES = (
 GIB = 1 << 30
 
 
-class WheelUnavailable(RuntimeError):
-    """The vLLM wheel could not be fetched; the message says why."""
-
-
-def ensure_wheel(cache_dir: Path, timeout: int = 900) -> Path:
-    """The cached vllm wheel, downloaded with ``pip download --no-deps`` when missing."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    pattern = "vllm-%s-*.whl" % VLLM_VERSION
-    found = sorted(cache_dir.glob(pattern))
-    if not found:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "vllm==%s" % VLLM_VERSION, "--no-deps",
-             "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", str(cache_dir)],
-            capture_output=True, text=True, timeout=timeout, check=False)
-        found = sorted(cache_dir.glob(pattern))
-        if proc.returncode != 0 or not found:
-            raise WheelUnavailable("pip download vllm==%s failed (rc=%d): %s"
-                                   % (VLLM_VERSION, proc.returncode,
-                                      (proc.stderr or proc.stdout).strip()[-600:]))
-    return found[-1]
-
-
-def extract_sources(wheel: Path, dest: Path) -> Path:
-    """Unzip only the planning sources this harness reads; returns the directory."""
+def sources(cache_dir: Path) -> Path:
+    """The directory holding 0.33.0's planning sources this harness reads, fetched once."""
     wanted = set(WHOLE_MODULES) | set(CUT_FILES)
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        missing = sorted(wanted - names)
-        if missing:
-            raise WheelUnavailable("the wheel lacks %s" % ", ".join(missing))
-        for name in sorted(wanted):
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.read(name))
-    return dest
+    root = release_files(VLLM_VERSION, wanted, cache_dir)
+    missing = sorted(name for name in wanted if not (root / name).exists())
+    if missing:
+        raise SourceUnavailable("vllm %s's wheel lacks %s" % (VLLM_VERSION, ", ".join(missing)))
+    return root
 
 
 # --- stand-ins ---------------------------------------------------------------------------
@@ -208,7 +181,7 @@ class Harness:
         for name in names:
             node = found.get(name)
             if node is None:
-                raise WheelUnavailable("%s has no definition %s" % (relative, name))
+                raise SourceUnavailable("%s has no definition %s" % (relative, name))
             if isinstance(node, ast.FunctionDef):
                 node.decorator_list = [d for d in node.decorator_list
                                        if not (isinstance(d, ast.Name)

@@ -24,19 +24,15 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect
-import json
 import logging
 import re
 import sys
-import tarfile
 import types
-import urllib.parse
-import urllib.request
-import zipfile
 from pathlib import Path
 
+from vllm_sources import CACHE, SourceUnavailable, release_files, wheel_name
+
 GIB = 1 << 30
-PYPI = "https://pypi.org/pypi/vllm/json"
 # The real modules, in import order; a release may lack some (then it has no such module).
 REAL_MODULES = (
     "vllm/utils/math_utils.py",
@@ -63,57 +59,17 @@ HELPERS = {
 }
 
 
-class SourceUnavailable(RuntimeError):
-    """A release's source could not be fetched or read; the message says why."""
+def _wanted():
+    return set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER} | \
+        {path for paths in HELPERS.values() for path in paths}
 
 
-def ensure_source(version: str, cache_dir: Path, timeout: int = 900) -> Path:
-    """The cached sdist (or, for a release without one, wheel) of ``version``."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    found = sorted(cache_dir.glob("vllm-%s.tar.gz" % version)) or sorted(cache_dir.glob("vllm-%s-*.whl" % version))
-    if found:
-        return found[0]
-    try:
-        with urllib.request.urlopen(PYPI, timeout=timeout) as answer:
-            files = json.load(answer)["releases"].get(version) or []
-        chosen = [f for f in files if f["packagetype"] == "sdist"] or \
-            [f for f in files if f["filename"].endswith(".whl") and "x86_64" in f["filename"]]
-        if not chosen:
-            raise SourceUnavailable("PyPI lists no sdist or x86_64 wheel of vllm %s" % version)
-        target = cache_dir / chosen[0]["filename"]
-        partial = target.with_name(target.name + ".part")
-        with urllib.request.urlopen(urllib.parse.urljoin(PYPI, chosen[0]["url"]), timeout=timeout) as answer, \
-                open(partial, "wb") as out:
-            while True:
-                chunk = answer.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
-        partial.rename(target)
-        return target
-    except OSError as exc:
-        raise SourceUnavailable("downloading vllm %s from PyPI failed: %s" % (version, exc)) from None
-
-
-def extract_sources(archive: Path, dest: Path) -> Path:
-    """The release's python files under ``vllm/`` (only those this harness reads)."""
-    wanted = set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER} | {path for paths in HELPERS.values() for path in paths}
-    if archive.name.endswith(".whl"):
-        with zipfile.ZipFile(archive) as whl:
-            for name in whl.namelist():
-                if name in wanted:
-                    (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                    (dest / name).write_bytes(whl.read(name))
-    else:
-        with tarfile.open(archive) as sdist:
-            for member in sdist.getmembers():
-                name = member.name.split("/", 1)[1] if "/" in member.name else ""
-                if name in wanted and member.isfile():
-                    (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                    (dest / name).write_bytes(sdist.extractfile(member).read())
-    if not (dest / "vllm/v1/core/kv_cache_utils.py").exists():
-        raise SourceUnavailable("%s has no vllm/v1/core/kv_cache_utils.py" % archive.name)
-    return dest
+def release_sources(version: str, cache_dir: Path = CACHE) -> Path:
+    """The directory holding the files of ``version`` this harness reads, fetched once."""
+    root = release_files(version, _wanted(), cache_dir)
+    if not (root / "vllm/v1/core/kv_cache_utils.py").exists():
+        raise SourceUnavailable("vllm %s has no vllm/v1/core/kv_cache_utils.py" % version)
+    return root
 
 
 # --- stand-ins ---------------------------------------------------------------------------
@@ -513,9 +469,9 @@ def pinned_budget_branch(root: Path) -> str:
     raise SourceUnavailable("%s has no pinned-budget branch in determine_available_memory" % GPU_WORKER)
 
 
-def load(version, cache_dir, work_dir):
+def load(version, cache_dir=CACHE):
     """A Harness over ``version``'s source, fetched once into ``cache_dir``."""
-    archive = ensure_source(version, cache_dir)
-    harness = Harness(extract_sources(archive, work_dir), version)
-    harness.source = archive.name
+    root = release_sources(version, cache_dir)
+    harness = Harness(root, version)
+    harness.source = wheel_name(root)
     return harness

@@ -1,11 +1,11 @@
 """THE DIFFERENTIAL TEST: our KV sizing against vLLM 0.33.0's own planning code.
 
-tests/differential/run_differential.py downloads the vllm 0.33.0 wheel (``pip download
---no-deps``, cached in .build/cache/vllm), unzips only the planning sources, stands in for torch,
+tests/differential/run_differential.py reads only the planning sources out of the vllm 0.33.0
+wheel on PyPI (range requests, kept in .build/cache/vllm-src), stands in for torch,
 and runs vLLM's own functions - per-layer specs, block-size phases, grouping, bytes per block,
 num_blocks, the admission check, auto-fit, the capacity line, the Mamba max_num_seqs check - on
 600 generated configurations across the model families, TP 1-8, bf16/fp16/fp8 KV and budgets
-from 0.25 to 80 GiB, and compares every figure with ours. Without the wheel the test fails in
+from 0.25 to 80 GiB, and compares every figure with ours. Without the sources the test fails in
 CI (``CI`` set) and skips elsewhere, saying why.
 """
 
@@ -32,8 +32,8 @@ def run_differential(tmp_path, *extra):
                            str(report), *extra], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=1800, check=False)
     if proc.returncode == 2:
-        reason = json.loads(report.read_text())["wheel_error"]
-        need(False, "vllm 0.33.0 wheel unavailable: %s" % reason)
+        reason = json.loads(report.read_text())["source_error"]
+        need(False, "vllm 0.33.0 sources unavailable: %s" % reason)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(report.read_text())
 

@@ -1,12 +1,12 @@
 """THE DIFFERENTIAL TEST, per vLLM release: our KV arithmetic for a seat that runs release R
 against R's own planning code.
 
-tests/differential/run_release_differential.py downloads each modelled release's sdist (the
-0.15 wheel: that release has no sdist) once into .build/cache/vllm-src, imports its
+tests/differential/run_release_differential.py reads each modelled release's sources out of
+its wheel on PyPI once (range requests, kept in .build/cache/vllm-src), imports its
 v1/kv_cache_interface.py and v1/core/kv_cache_utils.py whole under stand-ins for torch and the
 rest of vLLM, and compares bytes per block, blocks, tokens, exact concurrency and the boot
-verdict with its error text, case by case. A sample of cases per release here; `make bench`
-runs the full sweep (bench/bench_kv_releases.py). 0.33 itself is test_kv_differential.py's.
+verdict with its error text, case by case. A sample of cases per release here; `make kv-releases`
+runs the full sweep (1,000 cases per release). 0.33 itself is test_kv_differential.py's.
 Without the sources the test fails in CI (``CI`` set) and skips elsewhere, saying why.
 """
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 RUNNER = REPO_ROOT / "tests" / "differential" / "run_release_differential.py"
 sys.path.insert(0, str(RUNNER.parent))
-from vllm_release_planning import SourceUnavailable, ensure_source, extract_sources, pinned_budget_branch  # noqa: E402
+from vllm_release_planning import SourceUnavailable, pinned_budget_branch, release_sources  # noqa: E402
 CASES = 160
 RELEASES = [source for source in MODELLED.values() if source != LATEST]
 
@@ -66,13 +66,13 @@ def test_the_comparison_catches_an_off_by_one(tmp_path):
 
 
 @pytest.mark.parametrize("release", list(MODELLED.values()))
-def test_no_modelled_release_profiles_or_validates_a_pinned_budget(tmp_path, release):
+def test_no_modelled_release_profiles_or_validates_a_pinned_budget(release):
     """vLLM PR #56698 proposes profiling and validating ``kv_cache_memory_bytes`` instead of
     skipping the memory profile; were a modelled release to include it, its pre-gate and
     footprint would change. Every one still runs the compile-only profile, logs that it skipped
     memory profiling and returns the pinned bytes unchecked."""
     try:
-        root = extract_sources(ensure_source(release, REPO_ROOT / ".build" / "cache" / "vllm-src"), tmp_path)
+        root = release_sources(release)
     except SourceUnavailable as exc:
         need(False, str(exc))
     branch = pinned_budget_branch(root)

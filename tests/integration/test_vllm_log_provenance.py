@@ -1,22 +1,22 @@
 """Provenance of the vLLM log fixtures: every format string render.py uses is still in the wheel
-it names, at the line it names. Downloads vllm 0.10.1.1, 0.10.2 and 0.33.0 (--no-deps) once into
-.build/cache/vllm/, where the KV differential test keeps its 0.33.0 wheel too."""
+it names, at the line it names. Reads those files of vllm 0.10.1.1, 0.10.2 and 0.33.0 out of
+their wheels on PyPI once (tests/differential/vllm_sources.py, kept in .build/cache/vllm-src)."""
 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from support.need import need
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "differential"))
+from vllm_sources import SourceUnavailable, release_files  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "vllm_logs"
-WHEELS = REPO / ".build" / "cache" / "vllm"
 _spec = importlib.util.spec_from_file_location("vllm_log_render", FIXTURES / "render.py")
 render = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render)
@@ -26,27 +26,18 @@ _spec.loader.exec_module(render)
 WINDOW = 20
 
 
-def wheel(version):
-    found = sorted(WHEELS.glob("vllm-%s-*.whl" % version))
-    if not found:
-        WHEELS.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                               "--quiet", "-d", str(WHEELS), "vllm==%s" % version],
-                              capture_output=True, text=True, timeout=900, check=False)
-        found = sorted(WHEELS.glob("vllm-%s-*.whl" % version))
-        if not found:
-            need(False, "cannot download vllm==%s: %s" % (version, proc.stderr.strip()[-400:]))
-    return found[0]
-
-
 @pytest.fixture(scope="module")
 def sources():
     opened = {}
 
     def source(version, path):
         if (version, path) not in opened:
-            with zipfile.ZipFile(wheel(version)) as whl:
-                opened[version, path] = whl.read(path).decode("utf-8").split("\n")
+            try:
+                root = release_files(version, {path})
+            except SourceUnavailable as exc:
+                need(False, str(exc))
+            assert (root / path).exists(), "vllm %s's wheel has no %s" % (version, path)
+            opened[version, path] = (root / path).read_text(encoding="utf-8").split("\n")
         return opened[version, path]
     return source
 
