@@ -74,13 +74,13 @@ class _NoRanges(Exception):
 
 
 @functools.lru_cache(maxsize=None)
-def _wheel_url(version):
-    with urllib.request.urlopen(PYPI, timeout=TIMEOUT) as answer:
+def _wheel_url(version, index):
+    with urllib.request.urlopen(index, timeout=TIMEOUT) as answer:
         files = json.load(answer)["releases"].get(version) or []
     wheels = [f for f in files if f["filename"].endswith(".whl") and "x86_64" in f["filename"]]
     if not wheels:
         raise SourceUnavailable("PyPI lists no x86_64 wheel of vllm %s" % version)
-    return urllib.parse.urljoin(PYPI, wheels[0]["url"]), wheels[0]["filename"], wheels[0]["size"]
+    return urllib.parse.urljoin(index, wheels[0]["url"]), wheels[0]["filename"], wheels[0]["size"]
 
 
 def _extract(archive, names, wanted, root):
@@ -92,9 +92,10 @@ def _extract(archive, names, wanted, root):
         partial.replace(target)
 
 
-def release_files(version, wanted, cache_dir=CACHE):
+def release_files(version, wanted, cache_dir=CACHE, index=PYPI):
     """The directory holding ``version``'s files among ``wanted`` (paths such as
-    ``vllm/v1/core/kv_cache_utils.py``); those the release does not have are simply absent."""
+    ``vllm/v1/core/kv_cache_utils.py``); those the release does not have are simply absent.
+    ``index`` is PyPI's JSON page for vllm (or a mirror's)."""
     root = Path(cache_dir) / version
     listing = root / NAMES
     wanted = set(wanted)
@@ -103,7 +104,7 @@ def release_files(version, wanted, cache_dir=CACHE):
         if all((root / name).exists() for name in wanted & names):
             return root
     try:
-        url, filename, size = _wheel_url(version)
+        url, filename, size = _wheel_url(version, index)
         try:
             with zipfile.ZipFile(io.BufferedReader(_RangeReader(url, size), buffer_size=1 << 16)) as archive:
                 names = set(archive.namelist())
