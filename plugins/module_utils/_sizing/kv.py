@@ -73,7 +73,8 @@ def _no_memory_error(opts):
         return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
                 "initializing the engine (this flag also controls CPU memory reservation on the CPU "
                 "backend, despite its name). " + _CONSERVING)
-    text = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+    text = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.")
     return text + " " + _CONSERVING if opts.since("0.13") else text
 
 
@@ -382,6 +383,17 @@ def _group(specs, opts, promoted):
     return _group_hybrid(specs, balance), False, None
 
 
+def _release(vllm_version, allow_nearest, seat):
+    """The modelled release that plans a seat (vllm_releases.modelled), or its one-line error."""
+    if not isinstance(allow_nearest, bool):
+        raise KVSizingError("%sallow_nearest_vllm_release: expected true or false, got %r"
+                            % (_prefix(seat), allow_nearest))
+    try:
+        return modelled(vllm_version, allow_nearest)
+    except ReleaseError as exc:
+        raise KVSizingError(_prefix(seat) + str(exc)) from None
+
+
 class _Options:
     """Validated options, with vLLM's defaults resolved for the chosen GPU."""
 
@@ -392,13 +404,9 @@ class _Options:
                  disable_hybrid_kv_cache_manager=False, allow_long_max_model_len=False,
                  vllm_version=LATEST, allow_nearest_vllm_release=False):
         self.seat = seat
-        if not isinstance(allow_nearest_vllm_release, bool):
-            raise self.error("allow_nearest_vllm_release", "true or false", allow_nearest_vllm_release)
-        try:
-            self.release = modelled(vllm_version, allow_nearest_vllm_release)
-        except ReleaseError as exc:
-            raise KVSizingError(_prefix(seat) + str(exc)) from None
+        self.release = _release(vllm_version, allow_nearest_vllm_release, seat)
         self.version = parse_version(self.release["release"])
+        self.max_len_limit = _max_len_limit(model, self.release, seat)
         if gpu not in GPU_PROFILES:
             raise self.error("gpu", "one of %s" % ", ".join(sorted(GPU_PROFILES)), gpu)
         self.gpu, self.sm = gpu, GPU_PROFILES[gpu]["sm"]
@@ -627,14 +635,24 @@ def _promote_sliding(specs, model, options):
             if spec.kind == "sliding" else spec for spec in specs]
 
 
-def _resolve_max_model_len(model, max_model_len, seat):
+def _max_len_limit(model, release, seat):
+    """The release's limit on max_model_len (describe_model's ``max_len_limits``), or the
+    one-line error of a config that release cannot boot."""
+    version = parse_version(release["release"])
+    limit = [entry for entry in model["max_len_limits"] if parse_version(entry["from"]) <= version][-1]
+    if "error" in limit:
+        raise KVSizingError("%smodel config field %s; vLLM %s cannot boot it"
+                            % (_prefix(seat), limit["error"], release["release"]))
+    return limit
+
+
+def _resolve_max_model_len(model, max_model_len, seat, derived):
     if max_model_len in ("published", "auto"):
         if model["published_max_model_len"] is None:
             raise KVSizingError("%smax_model_len: the config names no context window "
                                 "(max_position_embeddings), so %r cannot be resolved"
                                 % (_prefix(seat), max_model_len))
-        return model["published_max_model_len"] if max_model_len == "published" \
-            else model["derived_max_model_len"]
+        return model["published_max_model_len"] if max_model_len == "published" else derived
     if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
         raise KVSizingError("%smax_model_len: expected a positive integer, \"published\" or "
                             "\"auto\", got %r" % (_prefix(seat), max_model_len))
@@ -644,10 +662,10 @@ def _resolve_max_model_len(model, max_model_len, seat):
 def _long_len_error(model, max_model_len, options):
     """config/model.py _get_and_verify_max_len: a length beyond the config's window fails the
     boot unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
-    derived = model["derived_max_model_len"]
+    derived = options.max_len_limit["limit"]
     if options.allow_long or max_model_len <= derived:
         return None
-    shown = repr(float(derived)) if model["derived_max_model_len_is_float"] else str(derived)
+    shown = repr(float(derived)) if options.max_len_limit["is_float"] else str(derived)
     return ("User-specified max_model_len (%d) is greater than the derived max_model_len "
             "(%s=%s or model_max_length=None in model's config.json). To allow overriding this "
             "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. %s"
@@ -668,7 +686,8 @@ def _prepare(config, max_model_len, seat, options):
     described = isinstance(config, dict) and "derived_max_model_len" in config
     model = config if described else _describe(config, seat)
     requested_len = max_model_len
-    max_model_len = _resolve_max_model_len(model, max_model_len, seat)
+    release = _release(options.get("vllm_version", LATEST), options.get("allow_nearest_vllm_release", False), seat)
+    max_model_len = _resolve_max_model_len(model, max_model_len, seat, _max_len_limit(model, release, seat)["limit"])
     opts = _Options(model, max_model_len, seat, **options)
     _check_tensor_parallel(model, opts)
     layer_specs, block_size, backend = _layer_specs(model, opts, max_model_len)

@@ -29,10 +29,42 @@ _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
 # vLLM's CONFIG_FIELD_ALIASES["total_num_kv_heads"], in lookup order.
 _KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
                  "num_attention_groups")
-# Rope types whose max_position_embeddings is already the extended window (vLLM
-# _get_and_verify_max_len does not multiply by their factor).
-_PRESCALED_ROPE_TYPES = ("su", "longrope", "llama3", "yarn", "deepseek_yarn",
-                         "deepseek_llama_scaling")
+# How vLLM's max-length check (config/model.py _get_and_verify_max_len), and the loading of the
+# RoPE parameters before it, limit max_model_len: one rule per release that changed it.
+#   prescaled: rope types whose max_position_embeddings is taken as the extended window already
+#   yarn_original: a yarn window is its original_max_position_embeddings times the factor
+#   rope_key: the config field read first for the RoPE parameters
+#   outer_original: a top-level original_max_position_embeddings replaces the parameters' own
+#   original_default: a missing original_max_position_embeddings is max_position_embeddings
+#   null_factor_ok: a null factor counts as 1.0 (before, the boot fails on it)
+#   rope_always: every RoPE family has RoPE parameters, so the limit is multiplied (by 1.0 at
+#     least, a float) even without scaling
+_MAX_LEN_RULE_CHANGES = (
+    # Transformers 4 keeps rope_scaling as config.json writes it
+    ("0.10.2", {"prescaled": ("su", "longrope", "llama3"), "yarn_original": True,
+                "rope_key": "rope_scaling", "outer_original": False, "original_default": False,
+                "null_factor_ok": False, "rope_always": False}),
+    # vLLM moves rope_scaling into rope_parameters, with rope_theta and a top-level
+    # original_max_position_embeddings (transformers_utils/config.py patch_rope_parameters)
+    ("0.12.0", {"outer_original": True, "rope_always": True}),
+    ("0.18.0", {"null_factor_ok": True}),
+    # Transformers 5, the newest these releases accept, standardises the parameters and fills
+    # original_max_position_embeddings in
+    ("0.19.0", {"rope_key": "rope_parameters", "original_default": True}),
+    ("0.30.0", {"prescaled": ("su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                              "deepseek_llama_scaling"), "yarn_original": False}),
+)
+
+
+def _cumulative(changes):
+    rules, rule = [], {}
+    for release, change in changes:
+        rule = dict(rule, **change)
+        rules.append((release, rule))
+    return tuple(rules)
+
+
+_MAX_LEN_RULES = _cumulative(_MAX_LEN_RULE_CHANGES)
 _DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16",
            "float32": "float32", "float": "float32"}
 # Fields that mean an attention mechanism this module does not model; failing beats a wrong number.
@@ -350,27 +382,66 @@ def _max_len_and_key(text, defaults):
     return (None if value is None else int(value)), key_found
 
 
-def _rope_factor(config, seat):
-    """vLLM multiplies the window by the rope factor, except for pre-scaled (YaRN-like) types
-    and Gemma 3 (config/model.py _get_and_verify_max_len); read from the outer config."""
-    if "gemma3" in str(config.get("model_type", "")):
-        return 1.0
-    rope = config.get("rope_parameters", config.get("rope_scaling"))
+def _rope_params(config, rule):
+    """The config field holding the RoPE parameters vLLM's check reads, and their dicts (one
+    per layer type when nested)."""
+    key = rule["rope_key"]
+    if config.get(key) is None and rule["rope_always"]:
+        key = "rope_parameters" if key == "rope_scaling" else "rope_scaling"
+    rope = config.get(key)
     if not isinstance(rope, dict) or not rope:
-        return 1.0
-    nested = all(isinstance(value, dict) for value in rope.values())
-    factor = 1.0
-    for params in (rope.values() if nested else [rope]):
-        if not params:
+        return key, []
+    if all(isinstance(value, dict) or value is None for value in rope.values()):
+        return key, [params for params in rope.values() if params]
+    return key, [rope]
+
+
+def _max_len_limit(config, window, rule, has_rope):
+    """One rule's limit: ``{"limit", "is_float"}``, or ``{"error"}`` naming what fails the boot."""
+    if "gemma3" in str(config.get("model_type", "")):
+        return {"limit": window, "is_float": False}
+    key, params = _rope_params(config, rule)
+    if not params and not (rule["rope_always"] and has_rope):
+        return {"limit": window, "is_float": False}
+    factor, applied = 1.0, rule["rope_always"]
+    for entry in params:
+        rope_type = entry.get("rope_type", entry.get("type", "default"))
+        if rope_type in rule["prescaled"]:
             continue
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        if rope_type not in _PRESCALED_ROPE_TYPES:
-            factor = params.get("factor", factor)
+        factor, applied = entry.get("factor", factor), True
+        if rope_type == "yarn" and rule["yarn_original"]:
+            original = entry.get("original_max_position_embeddings")
+            if rule["outer_original"] and config.get("original_max_position_embeddings") is not None:
+                original = config["original_max_position_embeddings"]
+            if original is None and rule["original_default"]:
+                original = config.get("max_position_embeddings", window)
+            if not _positive(original):
+                return {"error": "%s.original_max_position_embeddings: expected a positive integer (a "
+                                 "yarn window is that length times the factor), got %s" % (key, _show(original))}
+            window = original
     if factor is None:
-        return 1.0
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-        raise _fail(seat, "rope_scaling.factor", "a positive number", factor)
-    return float(factor)
+        if not rule["null_factor_ok"]:
+            return {"error": "%s.factor: expected a number (vLLM takes a null one for 1.0 only from "
+                             "0.18), got null" % key}
+        factor = 1.0
+    if not applied:  # before 0.12 only a factor that applies multiplies
+        return {"limit": window, "is_float": False}
+    return {"limit": int(window * factor), "is_float": isinstance(factor, float)}
+
+
+def _max_len_limits(config, published, has_rope, seat):
+    """Each rule's limit, as ``[{"from": release, ...}]`` (see _max_len_limit)."""
+    for _release, rule in (_MAX_LEN_RULES[0], _MAX_LEN_RULES[-1]):
+        key, params = _rope_params(config, rule)
+        for entry in params:
+            if entry.get("factor") is not None and not _positive(entry["factor"]):
+                raise _fail(seat, key + ".factor", "a positive number", entry["factor"])
+    return [dict(_max_len_limit(config, published or 2048, rule, has_rope), **{"from": release})
+            for release, rule in _MAX_LEN_RULES]
+
+
+def _positive(number):
+    return not isinstance(number, bool) and isinstance(number, (int, float)) and number > 0
 
 
 def published_max_model_len(config, seat=None):
@@ -606,8 +677,10 @@ def describe_model(config, seat=None):
     ``head_size``, ``head_size_v``, ``sliding_window``, and ``kv_shared_with`` for layers that
     reuse another layer's cache), ``mla``, ``linear_attention``, ``mamba_ssm_dtype``,
     ``mtp_layers``, ``checkpoint_kv_cache_dtype``, ``sinks``, ``chunked_local_attention``,
-    ``published_max_model_len``, ``max_len_key`` and ``derived_max_model_len`` (vLLM's own
-    limit: the published window times a non-YaRN rope factor).
+    ``published_max_model_len``, ``max_len_key``, ``derived_max_model_len`` (vLLM's own
+    limit: the published window times a non-YaRN rope factor), ``derived_max_model_len_is_float``
+    and ``max_len_limits`` (that limit under each release's rule: ``from``, the first release of
+    the rule, with ``limit`` and ``is_float``, or ``error`` where such a release fails the boot).
     """
     if not isinstance(config, dict):
         raise ModelConfigError("%smodel config: expected a dict, got %s"
@@ -635,13 +708,11 @@ def describe_model(config, seat=None):
         if ssm_dtype not in ("float32", "float16", "bfloat16"):
             raise reader.fail("mamba_ssm_dtype", "one of float32, float16, bfloat16")
     published, max_len_key = _max_len_and_key(text, reader.defaults)
-    derived = int(published * _rope_factor(config, seat)) if published else 2048
-    # vLLM multiplies the window by a float rope factor whenever the outer config carries rope
-    # parameters (transformers fills them in for every RoPE family), which makes it a float in
-    # its "greater than the derived max_model_len" error; Gemma 3 skips that step.
-    rope_on_outer = any(config.get(key) is not None
-                        for key in ("rope_parameters", "rope_scaling", "rope_theta")) \
+    # transformers gives every RoPE family RoPE parameters, which the check then multiplies by
+    # (a float 1.0 at least) in the releases that read them
+    has_rope = any(config.get(key) is not None for key in ("rope_parameters", "rope_scaling", "rope_theta")) \
         or ("text_config" not in config and text_type in _FAMILIES)
+    max_len_limits = _max_len_limits(config, published, has_rope, seat)
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list):
         raise _fail(seat, "architectures", "a list of class names", architectures)
@@ -665,6 +736,7 @@ def describe_model(config, seat=None):
         "chunked_local_attention": bool(family.get("chunked_local")),
         "published_max_model_len": published,
         "max_len_key": max_len_key,
-        "derived_max_model_len": derived,
-        "derived_max_model_len_is_float": rope_on_outer and "gemma3" not in config["model_type"],
+        "derived_max_model_len": max_len_limits[-1]["limit"],
+        "derived_max_model_len_is_float": max_len_limits[-1]["is_float"],
+        "max_len_limits": max_len_limits,
     }

@@ -404,6 +404,63 @@ def test_layers_of_different_page_sizes_do_not_group_before_0_12():
         size_kv_budget(config("gemma-4-31b-it"), 8192, vllm_version="0.11.2")
 
 
+def yarn_qwen3(**rope):
+    """Qwen3-8B with the YaRN its model card gives for 131072 tokens."""
+    rope_scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    return dict(config("qwen3-8b"), max_position_embeddings=32768,
+                rope_scaling={key: value for key, value in dict(rope_scaling, **rope).items() if value != "-"})
+
+
+def test_before_0_30_a_yarn_window_is_its_original_length_times_the_factor():
+    for version, limit in (("0.10.2", 131072), ("0.18.1", 131072), ("0.29.0", 131072), ("0.30.0", 32768),
+                           ("0.33.0", 32768)):
+        long = evaluate_kv_budget(yarn_qwen3(), 131072, "20G", vllm_version=version)
+        assert long["boot_ok"] == (limit == 131072), (version, long["boot_error"])
+        assert long["boot_ok"] or long["boot_error"].startswith("User-specified max_model_len (131072)"), version
+        auto = evaluate_kv_budget(yarn_qwen3(), "auto", "40G", vllm_version=version)
+        assert auto["max_model_len"] == limit, version
+    refused = evaluate_kv_budget(yarn_qwen3(), 131072, EIGHT_G, vllm_version="0.33.0")
+    assert "(max_position_embeddings=32768.0 or model_max_length=None" in refused["boot_error"]
+
+
+def test_a_top_level_original_length_wins_from_0_12_and_a_missing_one_fails_the_boot_until_0_19():
+    outer = dict(yarn_qwen3(), original_max_position_embeddings=8192)
+    assert evaluate_kv_budget(outer, "auto", "40G", vllm_version="0.11.2")["max_model_len"] == 32768 * 4
+    assert evaluate_kv_budget(outer, "auto", "40G", vllm_version="0.12.0")["max_model_len"] == 8192 * 4
+    missing = yarn_qwen3(original_max_position_embeddings="-")
+    for version in ("0.10.2", "0.14.1", "0.18.1"):
+        with pytest.raises(KVSizingError, match=r"^seat s: model config field rope_scaling\.original_max_position_"
+                                                r"embeddings: expected a positive integer .*got null; vLLM %s "
+                                                r"cannot boot it$" % version):
+            evaluate_kv_budget(missing, 32768, EIGHT_G, seat="s", vllm_version=version)
+    assert evaluate_kv_budget(missing, "auto", "40G", vllm_version="0.19.1")["max_model_len"] == 131072
+
+
+def test_a_null_rope_factor_fails_the_boot_until_0_18_takes_it_for_one():
+    null = dict(config("qwen3-8b"), rope_scaling={"rope_type": "linear", "factor": None})
+    with pytest.raises(KVSizingError, match=r"rope_scaling\.factor: expected a number .* vLLM 0\.17\.1 cannot"):
+        evaluate_kv_budget(null, 32768, EIGHT_G, vllm_version="0.17.1")
+    assert evaluate_kv_budget(null, "auto", "40G", vllm_version="0.18.1")["max_model_len"] == 40960
+
+
+def test_the_limit_is_printed_as_vllms_int_or_float():
+    """vLLM multiplies the limit by the config's factor, or by a float 1.0; before 0.12 only by
+    a factor that applies."""
+    def error(rope, version):
+        rescaled = dict(config("qwen3-8b"), rope_scaling=rope)
+        return evaluate_kv_budget(rescaled, 131072, EIGHT_G, vllm_version=version)["boot_error"]
+    assert "(max_position_embeddings=81920 or" in error({"rope_type": "linear", "factor": 2}, "0.33.0")
+    assert "(max_position_embeddings=81920.0 or" in error({"rope_type": "linear", "factor": 2.0}, "0.33.0")
+    assert "(max_position_embeddings=40960 or" in error({"rope_type": "llama3", "factor": 8.0}, "0.11.2")
+    assert "(max_position_embeddings=40960.0 or" in error({"rope_type": "llama3", "factor": 8.0}, "0.12.0")
+
+
+def test_deepseek_yarn_windows_are_scaled_before_0_30():
+    scaled = dict(config("qwen3-8b"), rope_scaling={"rope_type": "deepseek_yarn", "factor": 2.0})
+    assert evaluate_kv_budget(scaled, "auto", "40G", vllm_version="0.29.0")["max_model_len"] == 81920
+    assert evaluate_kv_budget(scaled, "auto", "40G", vllm_version="0.30.0")["max_model_len"] == 40960
+
+
 def test_a_release_outside_the_modelled_ones_is_refused_unless_the_nearest_is_asked_for():
     with pytest.raises(KVSizingError, match=r"seat s: vllm_version: expected a vLLM release whose KV arithmetic "
                                             r"is modelled .* got '0.34.0'"):
