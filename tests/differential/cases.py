@@ -61,10 +61,23 @@ def dense(rng):
         kv = heads
     rope = {"rope_type": "default", "rope_theta": 10000.0}
     if rng.random() < 0.25:
-        factor = rng.choice([2.0, 4.0])
-        kind = rng.choice(["linear", "yarn", "dynamic", "llama3"])
+        # int factors keep vLLM's limit an int; a null one fails the boot before 0.18
+        factor = rng.choice([2.0, 4.0, 4.0, 4, None])
+        kind = rng.choice(["linear", "yarn", "yarn", "dynamic", "llama3", "deepseek_yarn"])
         config["rope_scaling"] = {"type": kind, "factor": factor}
-        rope = {"rope_type": kind, "factor": factor}
+        rope = {"rope_type": kind, "factor": factor, "rope_theta": 10000.0}
+        if kind == "yarn":
+            # the original length in the parameters, at the top level (which wins), or nowhere
+            original = rng.choice([max_len, max_len // 4])
+            where = rng.choice(["parameters", "parameters", "top", "nowhere"])
+            if where == "parameters":
+                config["rope_scaling"]["original_max_position_embeddings"] = original
+            elif where == "top":
+                config["original_max_position_embeddings"] = original
+        if kind in ("yarn", "llama3"):  # as Transformers 5 standardises them
+            rope["original_max_position_embeddings"] = config.get(
+                "original_max_position_embeddings",
+                config["rope_scaling"].get("original_max_position_embeddings", max_len))
     truth = _truth(model_type, [_layer("full", kv, head_dim)] * layers, heads,
                    "bfloat16" if dtype == "float32" else dtype, max_len)
     truth["rope_parameters"] = rope
@@ -118,7 +131,7 @@ def gemma3(rng):
     if rng.random() < 0.3:
         text["layer_types"] = [kind + "_attention" for kind in kinds]
     stack = [_layer(kind, kv, head_dim, window if kind == "sliding" else None) for kind in kinds]
-    truth = _truth("gemma3", stack, heads, "bfloat16", 131072,
+    truth = _truth("gemma3_text", stack, heads, "bfloat16", 131072,
                    rope_parameters={"rope_type": "linear", "factor": 8.0})
     if rng.random() < 0.5:
         config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
@@ -154,8 +167,7 @@ def gemma4(rng):
                             None if is_full else window, shared=index >= first_shared))
     config = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
               "text_config": text, "dtype": "bfloat16"}
-    return config, _truth("gemma4", stack, heads, "bfloat16", 262144,
-                          rope_parameters=None)
+    return config, _truth("gemma4_text", stack, heads, "bfloat16", 262144)
 
 
 def gemma3n(rng):
@@ -170,7 +182,7 @@ def gemma3n(rng):
                     shared=index >= layers - shared) for index, kind in enumerate(kinds)]
     config = {"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n",
               "text_config": text, "torch_dtype": "bfloat16"}
-    return config, _truth("gemma3n", stack, 8, "bfloat16", 32768, rope_parameters=None)
+    return config, _truth("gemma3n_text", stack, 8, "bfloat16", 32768)
 
 
 def gpt_oss(rng):
@@ -205,8 +217,8 @@ def llama4(rng):
             "attention_chunk_size": 8192, "max_position_embeddings": 262144}
     config = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
               "text_config": text, "torch_dtype": "bfloat16"}
-    return config, _truth("llama4", [_layer("full", 8, 128)] * layers, 40, "bfloat16", 262144,
-                          chunked_local=True, rope_parameters=None)
+    return config, _truth("llama4_text", [_layer("full", 8, 128)] * layers, 40, "bfloat16", 262144,
+                          chunked_local=True)
 
 
 def gdn(rng):
@@ -243,8 +255,7 @@ def gdn(rng):
         outer = model_type.replace("_text", "")
         config = {"architectures": ["X"], "model_type": outer, "text_config": config,
                   "torch_dtype": "bfloat16"}
-        truth["model_type"] = outer
-        truth["rope_parameters"] = None
+        truth["model_type"] = model_type
     else:
         config.update(architectures=["X"], torch_dtype="bfloat16")
     return config, truth

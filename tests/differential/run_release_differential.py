@@ -5,10 +5,12 @@
 
 Reads the release's sources out of its wheel on PyPI once (vllm_sources.py, kept under
 .build/cache/vllm-src), imports its
-``kv_cache_interface.py`` and ``kv_cache_utils.py`` (vllm_release_planning.py) and runs the
-generated cases through both sides, with the release named to ours (``vllm_version``). Writes a
-JSON report per release: cases compared, mismatches (field, ours, the release's), the families
-covered, and the cases left out with the reason. ``all`` runs every modelled release before
+``kv_cache_interface.py`` and ``kv_cache_utils.py`` and runs its max-length check with the RoPE
+patching before it (vllm_release_planning.py), and runs the generated cases through both sides,
+with the release named to ours (``vllm_version``). Writes a JSON report per release: cases
+compared, mismatches (field, ours, the release's), the families covered, the boots refused at
+the max length, the configs both sides say the release cannot boot, and the cases left out
+with the reason. ``all`` runs every modelled release before
 0.33, one process each (a harness owns ``vllm`` in sys.modules); 0.33 itself is
 run_differential.py's.
 """
@@ -79,14 +81,25 @@ def left_out(case, mine):
         return NOT_HERE[case["family"]]
     if case["options"]["max_model_len"] == "auto":
         return "auto-fit runs in the engine's boot path"
-    if mine["boot_error"] and mine["boot_error"].startswith("User-specified max_model_len"):
-        return "the max-length check runs in the model config"
+    return None
+
+
+def their_length_check(harness, case, length):
+    """The release's max-length verdict: None, its ValueError text, or the name of what else it
+    raises (a config it cannot boot)."""
+    try:
+        harness.max_len(case["config"], case["truth"], length, case["options"]["allow_long_max_model_len"])
+    except ValueError as exc:
+        return str(exc)
+    except (KeyError, TypeError) as exc:
+        return type(exc).__name__
     return None
 
 
 def run_release(release, count, seed, cache, perturb=None):
     report = {"release": release, "cases": 0, "compared": 0, "mismatches": [], "rejected": [],
-              "left_out": {}, "families": {}, "boot_failures": 0}
+              "left_out": {}, "families": {}, "boot_failures": 0, "length_refusals": 0,
+              "unbootable_configs": 0}
     started = time.monotonic()
     harness = load(release, cache)
     report["source"] = harness.source
@@ -95,19 +108,28 @@ def run_release(release, count, seed, cache, perturb=None):
         try:
             mine = ours(case, release)
         except ValueError as exc:
-            report["rejected"].append({"id": case["id"], "error": str(exc)})
+            # a config the release cannot boot must be one it fails on before any length
+            if "cannot boot it" in str(exc) and their_length_check(harness, case, 1) in ("KeyError", "TypeError"):
+                report["unbootable_configs"] += 1
+            else:
+                report["rejected"].append({"id": case["id"], "error": str(exc)})
             continue
         reason = left_out(case, mine)
         if reason:
             report["left_out"][reason] = report["left_out"].get(reason, 0) + 1
             continue
-        truth, options = release_inputs(case, mine, release)
-        theirs = run_case(harness, truth, options)
-        limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
-                                      mine["max_model_len"], case["options"]["max_num_batched_tokens"],
-                                      case["options"]["max_num_seqs"])
-        if limits:
-            theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
+        length_error = their_length_check(harness, case, mine["max_model_len"])
+        if length_error:  # the boot stops at the model config
+            theirs = {"boot_ok": False, "boot_error": length_error}
+            report["length_refusals"] += 1
+        else:
+            truth, options = release_inputs(case, mine, release)
+            theirs = run_case(harness, truth, options)
+            limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
+                                          mine["max_model_len"], case["options"]["max_num_batched_tokens"],
+                                          case["options"]["max_num_seqs"])
+            if limits:
+                theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
         if perturb:
             mine[perturb] = mine[perturb] + 1
         report["compared"] += 1
@@ -145,10 +167,11 @@ def main(argv=None):
         args.report.write_text(json.dumps(reports, indent=1, default=str))
         for report in reports:
             print("vllm %-7s %s" % (report["release"], report.get("error") or report.get("source_error") or
-                                    "%4d compared, %d mismatches, %d boot failures, %.1f s; left out: %s" % (
+                                    "%4d compared, %d mismatches, %d boot failures (%d at the max length, %d "
+                                    "configs it cannot boot), %.1f s; left out: %s" % (
                                         report["compared"], len(report["mismatches"]), report["boot_failures"],
-                                        report["seconds"], ", ".join("%s (%d)" % item for item in
-                                                                     sorted(report["left_out"].items())))))
+                                        report["length_refusals"], report["unbootable_configs"], report["seconds"],
+                                        ", ".join("%s (%d)" % item for item in sorted(report["left_out"].items())))))
         return 0 if all("error" not in r and "source_error" not in r and not r["mismatches"] for r in reports) else 1
     try:
         report = run_release(args.release, args.cases, args.seed, args.cache, args.perturb)

@@ -19,6 +19,7 @@ concurrency and the boot verdict with the release's error text.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import importlib.abc
 import importlib.machinery
@@ -30,6 +31,7 @@ import sys
 import types
 from pathlib import Path
 
+import packaging.version
 from vllm_sources import CACHE, SourceUnavailable, release_files, wheel_name
 
 GIB = 1 << 30
@@ -52,6 +54,17 @@ ARG_UTILS, USAGE = "vllm/engine/arg_utils.py", "vllm/usage/usage_lib.py"
 BATCH_SETTER = "_set_default_max_num_seqs_and_batched_tokens_args"
 # What a worker does with a pinned budget at boot.
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
+# The max-length check (config/__init__.py in 0.10, config/model.py after), the RoPE patching the
+# config loading runs before it, and the helper that patching imports.
+MAX_LEN_CHECK = ("vllm/config/model.py", "vllm/config/__init__.py")
+ROPE_PATCHING = "vllm/transformers_utils/config.py"
+CONFIG_UTILS = "vllm/config/utils.py"
+ROPE_FUNCTIONS = ("is_rope_parameters_nested", "iter_rope_parameters", "patch_rope_scaling_dict", "patch_rope_scaling",
+                  "patch_rope_parameters_dict", "patch_legacy_rope_type", "patch_rope_parameters")
+ALLOWED_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+# The Transformers each release runs with: 4 up to 0.18 (which require <5), then 5, the newest
+# their requirements accept (0.19 to 0.23 take either).
+TRANSFORMERS_5_FROM = (0, 19)
 HELPERS = {
     "cdiv": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
     "round_up": ("vllm/utils/math_utils.py", "vllm/utils/__init__.py"),
@@ -60,7 +73,8 @@ HELPERS = {
 
 
 def _wanted():
-    return set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER} | \
+    return set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS} | \
+        set(MAX_LEN_CHECK) | \
         {path for paths in HELPERS.values() for path in paths}
 
 
@@ -203,11 +217,19 @@ class _Config(types.SimpleNamespace):
 
 
 def _cut(path, name, namespace=None):
-    """One top-level definition of a source file, executed on its own in ``namespace``."""
+    """One top-level function of a source file, executed on its own in ``namespace`` (where the
+    functions cut before it are), its annotations dropped (they name types not here)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            namespace = dict(namespace or {}, GiB_bytes=GIB)
+            for function in ast.walk(node):
+                if isinstance(function, ast.FunctionDef):
+                    function.returns = None
+                    for argument in ast.walk(function.args):
+                        if isinstance(argument, ast.arg):
+                            argument.annotation = None
+            namespace = {} if namespace is None else namespace
+            namespace.setdefault("GiB_bytes", GIB)
             exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
             return namespace[name]
     return None
@@ -290,6 +312,7 @@ class Harness:
         self.utils.__dict__.update({k: v for k, v in helpers.items() if k in self.utils.__dict__})
         self._register_specs()
         self._load_batch_defaults()
+        self._load_max_len_check()
         self.config_properties = {}
         if (source_root / VLLM_CONFIG).exists():
             for name in ("max_concurrent_batches", "max_in_flight_tokens"):
@@ -324,6 +347,40 @@ class Harness:
                         "SchedulerConfig": _Config(DEFAULT_MAX_NUM_BATCHED_TOKENS=2048, DEFAULT_MAX_NUM_SEQS=128)}
         self.batch_defaults_fn = _cut_method(self.root / ARG_UTILS, "EngineArgs", "get_batch_defaults", self.args_ns)
         self.batch_setter = _cut_method(self.root / ARG_UTILS, "EngineArgs", BATCH_SETTER, self.args_ns)
+
+    def _load_max_len_check(self):
+        self.transformers_5 = packaging.version.Version(self.version).release[:2] >= TRANSFORMERS_5_FROM
+        quiet = logging.getLogger("vllm-release-config")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+        self.rope_ns = {"logger": _Logger(quiet, {}), "ALLOWED_LAYER_TYPES": ALLOWED_LAYER_TYPES,
+                        "ALLOWED_ATTENTION_LAYER_TYPES": ALLOWED_LAYER_TYPES, "Version": packaging.version.Version,
+                        "version": lambda package: "5.8.0" if self.transformers_5 else "4.57.6"}
+        if (self.root / CONFIG_UTILS).exists():
+            importlib.import_module("vllm.config.utils").getattr_iter = _cut(self.root / CONFIG_UTILS, "getattr_iter",
+                                                                             dict(self.rope_ns))
+        for name in ROPE_FUNCTIONS:
+            _cut(self.root / ROPE_PATCHING, name, self.rope_ns)
+        self.patch_rope = self.rope_ns.get("patch_rope_parameters") or self.rope_ns["patch_rope_scaling"]
+        self.max_len_ns = dict(self.rope_ns, envs=sys.modules["vllm.envs"], current_platform=_Platform(0, "none"))
+        self.max_len_check = next(found for found in (_cut(self.root / path, "_get_and_verify_max_len", self.max_len_ns)
+                                                      for path in MAX_LEN_CHECK if (self.root / path).exists()) if found)
+
+    def max_len(self, config, truth, max_model_len, allow_long):
+        """The release's max model length for ``config`` (its config.json; the check reads the
+        text config) at a requested length, as its config loading and _get_and_verify_max_len
+        give it: raises ValueError
+        with its error text when the length is refused, and what the release raises (KeyError,
+        TypeError) where it cannot boot the config at all."""
+        hf_config = _hf_config(config.get("text_config", config), truth["rope_parameters"] is not None,
+                               self.transformers_5)
+        hf_config.__dict__.setdefault(truth["len_key"], truth["derived_len"])  # the class default
+        self.patch_rope(hf_config)
+        sys.modules["vllm.envs"].VLLM_ALLOW_LONG_MAX_MODEL_LEN = allow_long
+        return _call(self.max_len_check, hf_config=hf_config,
+                     model_arch_config=_Config(derived_max_model_len_and_key=(truth["derived_len"], truth["len_key"])),
+                     tokenizer_config=None, max_model_len=max_model_len, disable_sliding_window=False,
+                     sliding_window=None)
 
     def batch_limits(self, gpu, tp, max_model_len, max_num_batched_tokens, max_num_seqs):
         """``(max_num_batched_tokens, max_num_seqs)`` as the release's EngineArgs resolves them
@@ -364,6 +421,31 @@ class Harness:
         if layer.get("window"):
             return self.spec("SlidingWindowSpec", sliding_window=layer["window"], **common)
         return self.spec("FullAttentionSpec", head_size_v=layer["head_size"], **common)
+
+
+def _hf_config(config, has_rope, transformers_5):
+    """What Transformers makes of config.json before vLLM patches the RoPE parameters: its
+    fields as attributes, and a RoPE family's class defaults. Transformers 4 keeps rope_scaling
+    as written and defaults rope_theta; 5 standardises rope_parameters (standardize_rope_params:
+    rope_type and rope_theta set; for llama3, yarn and longrope the original length taken from
+    the top level, else kept, else max_position_embeddings)."""
+    config = copy.deepcopy(config)
+    hf_config = types.SimpleNamespace(**config, standardize_rope_params=lambda: None, validate_rope=lambda: None)
+    if not has_rope:
+        return hf_config
+    if not transformers_5:
+        hf_config.__dict__.setdefault("rope_theta", 10000.0)
+        hf_config.__dict__.setdefault("rope_scaling", None)
+        return hf_config
+    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    rope.setdefault("rope_theta", config.get("rope_theta", 10000.0))
+    if rope["rope_type"] in ("llama3", "yarn", "longrope"):
+        if "original_max_position_embeddings" in config:
+            rope["original_max_position_embeddings"] = config["original_max_position_embeddings"]
+        rope.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
+    hf_config.rope_parameters = rope
+    return hf_config
 
 
 def _vllm_config(harness, options, max_model_len):

@@ -4,8 +4,9 @@ against R's own planning code.
 tests/differential/run_release_differential.py reads each modelled release's sources out of
 its wheel on PyPI once (range requests, kept in .build/cache/vllm-src), imports its
 v1/kv_cache_interface.py and v1/core/kv_cache_utils.py whole under stand-ins for torch and the
-rest of vLLM, and compares bytes per block, blocks, tokens, exact concurrency and the boot
-verdict with its error text, case by case. A sample of cases per release here; `make kv-releases`
+rest of vLLM, runs its max-length check (_get_and_verify_max_len, after its RoPE patching), and
+compares bytes per block, blocks, tokens, exact concurrency and the boot verdict with its error
+text, case by case. A sample of cases per release here; `make kv-releases`
 runs the full sweep (1,000 cases per release). 0.33 itself is test_kv_differential.py's.
 Without the sources the test fails in CI (``CI`` set) and skips elsewhere, saying why.
 """
@@ -46,9 +47,10 @@ def run(tmp_path, release, *extra):
 @pytest.mark.parametrize("release", RELEASES)
 def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, release):
     report = run(tmp_path, release)
-    counts = "vllm %s (%s): %d of %d cases compared, %d boot failures, by family %s; left out %s" % (
+    counts = ("vllm %s (%s): %d of %d cases compared, %d boot failures (%d at the max length), %d configs it "
+              "cannot boot, by family %s; left out %s") % (
         release, report["source"], report["compared"], report["cases"], report["boot_failures"],
-        report["families"], report["left_out"])
+        report["length_refusals"], report["unbootable_configs"], report["families"], report["left_out"])
     print(counts)
     shown = json.dumps(report["mismatches"][:3], indent=1, default=str)
     assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
@@ -56,6 +58,7 @@ def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, releas
     assert report["compared"] >= CASES // 2, counts
     assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4"} <= set(report["families"]), counts
     assert 0 < report["boot_failures"] < report["compared"], counts
+    assert 0 < report["length_refusals"] < report["boot_failures"], counts
 
 
 def test_the_comparison_catches_an_off_by_one(tmp_path):

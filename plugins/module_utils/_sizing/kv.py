@@ -373,7 +373,7 @@ def _group(specs, opts, promoted):
             return [_Group(first, specs)], True, None
     # 0.12 balances the groups when the kinds' layer counts are close (within 1.25x; 1.5x in 0.18)
     balance = 1.5 if opts.since("0.18") else 1.25 if opts.since("0.12") else None
-    if not opts.since("0.11") and (opts.disable_hma or promoted):
+    if not opts.since("0.27") and (opts.disable_hma or promoted):
         return _group_hybrid(specs, balance), False, (
             "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type.")
     if not opts.since("0.12") and len({spec.page_size for spec in specs}) > 1:
@@ -622,7 +622,8 @@ def _layer_specs(model, options, max_model_len):
 
 def _promote_sliding(specs, model, options):
     """unify_hybrid_kv_cache_specs: with the hybrid manager off, sliding layers are allocated
-    as full attention (same page, the full layers' block size)."""
+    as full attention (same page; from 0.27 the full layers' block size, before their own, so
+    that a sliding block size of its own leaves the layers of two types and fails the boot)."""
     if any(spec.kind == "mamba" for spec in specs):
         raise options.error("disable_hybrid_kv_cache_manager", "false for a hybrid Mamba "
                             "model (vLLM cannot promote its layers to one type)", True)
@@ -630,7 +631,7 @@ def _promote_sliding(specs, model, options):
             not any(spec.kind in ("full", "mla") for spec in specs):
         return specs
     full_blocks = {spec.block_size for spec in specs if spec.kind in ("full", "mla")}
-    block = full_blocks.pop() if len(full_blocks) == 1 else None
+    block = full_blocks.pop() if len(full_blocks) == 1 and options.since("0.27") else None
     return [spec.replaced(kind="full", block_size=block or spec.block_size, window=spec.window)
             if spec.kind == "sliding" else spec for spec in specs]
 

@@ -383,8 +383,8 @@ def _max_len_and_key(text, defaults):
 
 
 def _rope_params(config, rule):
-    """The config field holding the RoPE parameters vLLM's check reads, and their dicts (one
-    per layer type when nested)."""
+    """The field of the text config holding the RoPE parameters vLLM's check reads, and their
+    dicts (one per layer type when nested)."""
     key = rule["rope_key"]
     if config.get(key) is None and rule["rope_always"]:
         key = "rope_parameters" if key == "rope_scaling" else "rope_scaling"
@@ -396,9 +396,10 @@ def _rope_params(config, rule):
     return key, [rope]
 
 
-def _max_len_limit(config, window, rule, has_rope):
-    """One rule's limit: ``{"limit", "is_float"}``, or ``{"error"}`` naming what fails the boot."""
-    if "gemma3" in str(config.get("model_type", "")):
+def _max_len_limit(config, text_type, path, window, rule, has_rope):
+    """One rule's limit for a text config: ``{"limit", "is_float"}``, or ``{"error"}`` naming
+    what fails the boot."""
+    if "gemma3" in text_type:
         return {"limit": window, "is_float": False}
     key, params = _rope_params(config, rule)
     if not params and not (rule["rope_always"] and has_rope):
@@ -417,26 +418,26 @@ def _max_len_limit(config, window, rule, has_rope):
                 original = config.get("max_position_embeddings", window)
             if not _positive(original):
                 return {"error": "%s.original_max_position_embeddings: expected a positive integer (a "
-                                 "yarn window is that length times the factor), got %s" % (key, _show(original))}
+                                 "yarn window is that length times the factor), got %s" % (path + key, _show(original))}
             window = original
     if factor is None:
         if not rule["null_factor_ok"]:
             return {"error": "%s.factor: expected a number (vLLM takes a null one for 1.0 only from "
-                             "0.18), got null" % key}
+                             "0.18), got null" % (path + key)}
         factor = 1.0
     if not applied:  # before 0.12 only a factor that applies multiplies
         return {"limit": window, "is_float": False}
     return {"limit": int(window * factor), "is_float": isinstance(factor, float)}
 
 
-def _max_len_limits(config, published, has_rope, seat):
+def _max_len_limits(config, text_type, path, published, has_rope, seat):
     """Each rule's limit, as ``[{"from": release, ...}]`` (see _max_len_limit)."""
     for _release, rule in (_MAX_LEN_RULES[0], _MAX_LEN_RULES[-1]):
         key, params = _rope_params(config, rule)
         for entry in params:
             if entry.get("factor") is not None and not _positive(entry["factor"]):
-                raise _fail(seat, key + ".factor", "a positive number", entry["factor"])
-    return [dict(_max_len_limit(config, published or 2048, rule, has_rope), **{"from": release})
+                raise _fail(seat, path + key + ".factor", "a positive number", entry["factor"])
+    return [dict(_max_len_limit(config, text_type, path, published or 2048, rule, has_rope), **{"from": release})
             for release, rule in _MAX_LEN_RULES]
 
 
@@ -710,9 +711,9 @@ def describe_model(config, seat=None):
     published, max_len_key = _max_len_and_key(text, reader.defaults)
     # transformers gives every RoPE family RoPE parameters, which the check then multiplies by
     # (a float 1.0 at least) in the releases that read them
-    has_rope = any(config.get(key) is not None for key in ("rope_parameters", "rope_scaling", "rope_theta")) \
-        or ("text_config" not in config and text_type in _FAMILIES)
-    max_len_limits = _max_len_limits(config, published, has_rope, seat)
+    has_rope = text_type in _FAMILIES or any(text.get(key) is not None
+                                             for key in ("rope_parameters", "rope_scaling", "rope_theta"))
+    max_len_limits = _max_len_limits(text, text_type, path, published, has_rope, seat)
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list):
         raise _fail(seat, "architectures", "a list of class names", architectures)
