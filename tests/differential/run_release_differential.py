@@ -9,8 +9,8 @@ Reads the release's sources out of its wheel on PyPI once (vllm_sources.py, kept
 patching before it (vllm_release_planning.py), and runs the generated cases through both sides,
 with the release named to ours (``vllm_version``). Writes a JSON report per release: cases
 compared, mismatches (field, ours, the release's), the families covered, the boots refused at
-the max length, the configs both sides say the release cannot boot, and the cases left out
-with the reason. ``all`` runs every modelled release before
+the max length, the auto-fit lengths compared, the cases both sides refuse (a config the release cannot load, auto-fit before
+0.14), and the cases left out with the reason. ``all`` runs every modelled release before
 0.33, one process each (a harness owns ``vllm`` in sys.modules); 0.33 itself is
 run_differential.py's.
 """
@@ -38,7 +38,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv a
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED  # noqa: E402
 
 COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error",
-            "max_num_batched_tokens", "max_num_seqs")
+            "max_num_batched_tokens", "max_num_seqs", "max_model_len")
 # What the release's platform says of each card (as the 0.33 harness's).
 GPUS = {name: (int(profile["memory_gib"] * (1 << 30)), profile["name"])
         for name, profile in _kv_sizing.GPU_PROFILES.items()}
@@ -75,31 +75,38 @@ def release_inputs(case, mine, release):
         "async_scheduling": True}
 
 
-def left_out(case, mine):
+def left_out(case):
     """Why a case is not compared for a release, or None."""
     if case["family"] in NOT_HERE:
         return NOT_HERE[case["family"]]
-    if case["options"]["max_model_len"] == "auto":
-        return "auto-fit runs in the engine's boot path"
     return None
 
 
-def their_length_check(harness, case, length):
-    """The release's max-length verdict: None, its ValueError text, or the name of what else it
-    raises (a config it cannot boot)."""
+def their_max_len(harness, case, length):
+    """``(max_model_len, None)`` as the release's max-length check resolves ``length``, or
+    ``(None, its ValueError text)``, or ``(None, the name of what else it raises)`` for a config
+    it cannot boot."""
     try:
-        harness.max_len(case["config"], case["truth"], length, case["options"]["allow_long_max_model_len"])
+        return harness.max_len(case["config"], case["truth"], length, case["options"]["allow_long_max_model_len"]), None
     except ValueError as exc:
-        return str(exc)
+        return None, str(exc)
     except (KeyError, TypeError) as exc:
-        return type(exc).__name__
-    return None
+        return None, type(exc).__name__
+
+
+def refused_alike(harness, case, release, error):
+    """Whether the release, too, fails the boot of a case ours refused: a config it cannot
+    load, or auto-fit before the release that brought it."""
+    if "cannot boot it" in error:
+        return their_max_len(harness, case, 1)[1] in ("KeyError", "TypeError")
+    return case["options"]["max_model_len"] == "auto" and "auto-fit, which came in 0.14" in error and \
+        tuple(int(part) for part in release.split(".")[:2]) < (0, 14)
 
 
 def run_release(release, count, seed, cache, perturb=None):
     report = {"release": release, "cases": 0, "compared": 0, "mismatches": [], "rejected": [],
               "left_out": {}, "families": {}, "boot_failures": 0, "length_refusals": 0,
-              "unbootable_configs": 0}
+              "refused_alike": 0, "auto_fits": 0}
     started = time.monotonic()
     harness = load(release, cache)
     report["source"] = harness.source
@@ -108,31 +115,34 @@ def run_release(release, count, seed, cache, perturb=None):
         try:
             mine = ours(case, release)
         except ValueError as exc:
-            # a config the release cannot boot must be one it fails on before any length
-            if "cannot boot it" in str(exc) and their_length_check(harness, case, 1) in ("KeyError", "TypeError"):
-                report["unbootable_configs"] += 1
+            if refused_alike(harness, case, release, str(exc)):
+                report["refused_alike"] += 1
             else:
                 report["rejected"].append({"id": case["id"], "error": str(exc)})
             continue
-        reason = left_out(case, mine)
+        reason = left_out(case)
         if reason:
             report["left_out"][reason] = report["left_out"].get(reason, 0) + 1
             continue
-        length_error = their_length_check(harness, case, mine["max_model_len"])
+        auto = case["options"]["max_model_len"] == "auto"
+        length, length_error = their_max_len(harness, case, -1 if auto else mine["max_model_len"])
         if length_error:  # the boot stops at the model config
             theirs = {"boot_ok": False, "boot_error": length_error}
             report["length_refusals"] += 1
         else:
             truth, options = release_inputs(case, mine, release)
+            if auto:  # the engine fits the length the model config derived
+                options.update(max_model_len=length, original_max_model_len=-1)
             theirs = run_case(harness, truth, options)
             limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
-                                          mine["max_model_len"], case["options"]["max_num_batched_tokens"],
+                                          length, case["options"]["max_num_batched_tokens"],
                                           case["options"]["max_num_seqs"])
             if limits:
                 theirs["max_num_batched_tokens"], theirs["max_num_seqs"] = limits
         if perturb:
             mine[perturb] = mine[perturb] + 1
         report["compared"] += 1
+        report["auto_fits"] += auto
         report["families"][case["family"]] = report["families"].get(case["family"], 0) + 1
         report["boot_failures"] += not theirs["boot_ok"]
         if (theirs["boot_error"] or "").startswith("NotImplementedError") and mine["boot_error"]:
@@ -167,10 +177,10 @@ def main(argv=None):
         args.report.write_text(json.dumps(reports, indent=1, default=str))
         for report in reports:
             print("vllm %-7s %s" % (report["release"], report.get("error") or report.get("source_error") or
-                                    "%4d compared, %d mismatches, %d boot failures (%d at the max length, %d "
-                                    "configs it cannot boot), %.1f s; left out: %s" % (
+                                    "%4d compared, %d mismatches, %d boot failures (%d at the max length), %d refused "
+                                    "alike, %.1f s; left out: %s" % (
                                         report["compared"], len(report["mismatches"]), report["boot_failures"],
-                                        report["length_refusals"], report["unbootable_configs"], report["seconds"],
+                                        report["length_refusals"], report["refused_alike"], report["seconds"],
                                         ", ".join("%s (%d)" % item for item in sorted(report["left_out"].items())))))
         return 0 if all("error" not in r and "source_error" not in r and not r["mismatches"] for r in reports) else 1
     try:

@@ -264,6 +264,9 @@ class _Platform:
     def get_device_name(self, *args):
         return self.name
 
+    def check_max_model_len(self, max_model_len):  # Platform's, which CUDA keeps
+        return max_model_len
+
     def __getattr__(self, name):
         if name.startswith("is_"):
             return lambda *args: name == "is_cuda"
@@ -368,10 +371,10 @@ class Harness:
 
     def max_len(self, config, truth, max_model_len, allow_long):
         """The release's max model length for ``config`` (its config.json; the check reads the
-        text config) at a requested length, as its config loading and _get_and_verify_max_len
-        give it: raises ValueError
-        with its error text when the length is refused, and what the release raises (KeyError,
-        TypeError) where it cannot boot the config at all."""
+        text config) at a requested length (-1: auto-fit, from 0.14), as its config loading and
+        _get_and_verify_max_len give it. Raises ValueError with the release's text when the
+        length is refused, and what the release raises (KeyError, TypeError) where it cannot
+        boot the config at all."""
         hf_config = _hf_config(config.get("text_config", config), truth["rope_parameters"] is not None,
                                self.transformers_5)
         hf_config.__dict__.setdefault(truth["len_key"], truth["derived_len"])  # the class default
@@ -450,7 +453,8 @@ def _hf_config(config, has_rope, transformers_5):
 
 def _vllm_config(harness, options, max_model_len):
     config = _Config(
-        model_config=_Config(max_model_len=max_model_len, original_max_model_len=max_model_len),
+        model_config=_Config(max_model_len=max_model_len,
+                             original_max_model_len=options.get("original_max_model_len", max_model_len)),
         cache_config=_Config(block_size=options["block_size"], enable_prefix_caching=options["enable_prefix_caching"],
                              num_gpu_blocks_override=None, kv_cache_memory_bytes=options["kv_cache_memory_bytes"],
                              mamba_cache_mode="none", get_resolved_kv_cache_layout=harness.layout),
@@ -518,6 +522,7 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
                     getattr(utils, reporter)(config, scheduler)
                     break
         result["max_concurrency_exact"] = utils.get_max_concurrency_for_kv_cache_config(config, scheduler)
+        result["max_model_len"] = config.model_config.max_model_len  # auto-fit may have cut it
     lines = list(harness.recorder.lines)
     result["log"] = lines
     if configs is not None:

@@ -22,7 +22,11 @@ import pytest
 from conftest import REPO_ROOT
 from support.need import need
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import (
+    LATEST,
+    MODELLED,
+    parse_version,
+)
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
@@ -47,10 +51,11 @@ def run(tmp_path, release, *extra):
 @pytest.mark.parametrize("release", RELEASES)
 def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, release):
     report = run(tmp_path, release)
-    counts = ("vllm %s (%s): %d of %d cases compared, %d boot failures (%d at the max length), %d configs it "
-              "cannot boot, by family %s; left out %s") % (
+    counts = ("vllm %s (%s): %d of %d cases compared, %d boot failures (%d at the max length), %d refused alike, "
+              "%d auto-fits, by family %s; left out %s") % (
         release, report["source"], report["compared"], report["cases"], report["boot_failures"],
-        report["length_refusals"], report["unbootable_configs"], report["families"], report["left_out"])
+        report["length_refusals"], report["refused_alike"], report["auto_fits"], report["families"],
+        report["left_out"])
     print(counts)
     shown = json.dumps(report["mismatches"][:3], indent=1, default=str)
     assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
@@ -59,6 +64,11 @@ def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, releas
     assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4"} <= set(report["families"]), counts
     assert 0 < report["boot_failures"] < report["compared"], counts
     assert 0 < report["length_refusals"] < report["boot_failures"], counts
+    # auto-fit came in 0.14: before, both sides refuse it
+    if parse_version(release) < (0, 14, 0):
+        assert report["auto_fits"] == 0 < report["refused_alike"], counts
+    else:
+        assert report["auto_fits"] > 0, counts
 
 
 def test_the_comparison_catches_an_off_by_one(tmp_path):

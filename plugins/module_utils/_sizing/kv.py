@@ -647,7 +647,11 @@ def _max_len_limit(model, release, seat):
     return limit
 
 
-def _resolve_max_model_len(model, max_model_len, seat, derived):
+def _resolve_max_model_len(model, max_model_len, seat, release):
+    if max_model_len == "auto" and parse_version(release["release"]) < (0, 14, 0):
+        raise KVSizingError("%smax_model_len: \"auto\" is vLLM's auto-fit, which came in 0.14; vLLM %s "
+                            "needs a length" % (_prefix(seat), release["release"]))
+    derived = _max_len_limit(model, release, seat)["limit"]
     if max_model_len in ("published", "auto"):
         if model["published_max_model_len"] is None:
             raise KVSizingError("%smax_model_len: the config names no context window "
@@ -688,7 +692,7 @@ def _prepare(config, max_model_len, seat, options):
     model = config if described else _describe(config, seat)
     requested_len = max_model_len
     release = _release(options.get("vllm_version", LATEST), options.get("allow_nearest_vllm_release", False), seat)
-    max_model_len = _resolve_max_model_len(model, max_model_len, seat, _max_len_limit(model, release, seat)["limit"])
+    max_model_len = _resolve_max_model_len(model, max_model_len, seat, release)
     opts = _Options(model, max_model_len, seat, **options)
     _check_tensor_parallel(model, opts)
     layer_specs, block_size, backend = _layer_specs(model, opts, max_model_len)

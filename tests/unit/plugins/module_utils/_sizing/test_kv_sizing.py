@@ -411,36 +411,49 @@ def yarn_qwen3(**rope):
                 rope_scaling={key: value for key, value in dict(rope_scaling, **rope).items() if value != "-"})
 
 
+def limit(model_config, version):
+    """The longest max_model_len the release boots without VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    def refused(length):
+        error = evaluate_kv_budget(model_config, length, "40G", vllm_version=version)["boot_error"] or ""
+        return error.startswith("User-specified max_model_len (%d)" % length)
+    lengths = [length for length in (8192 * 4, 32768, 40960, 81920, 131072) if not refused(length)]
+    assert lengths and refused(lengths[-1] + 1), version
+    return lengths[-1]
+
+
 def test_before_0_30_a_yarn_window_is_its_original_length_times_the_factor():
-    for version, limit in (("0.10.2", 131072), ("0.18.1", 131072), ("0.29.0", 131072), ("0.30.0", 32768),
-                           ("0.33.0", 32768)):
-        long = evaluate_kv_budget(yarn_qwen3(), 131072, "20G", vllm_version=version)
-        assert long["boot_ok"] == (limit == 131072), (version, long["boot_error"])
-        assert long["boot_ok"] or long["boot_error"].startswith("User-specified max_model_len (131072)"), version
-        auto = evaluate_kv_budget(yarn_qwen3(), "auto", "40G", vllm_version=version)
-        assert auto["max_model_len"] == limit, version
+    for version, longest in (("0.10.2", 131072), ("0.18.1", 131072), ("0.29.0", 131072), ("0.30.0", 32768),
+                             ("0.33.0", 32768)):
+        assert limit(yarn_qwen3(), version) == longest, version
+    assert evaluate_kv_budget(yarn_qwen3(), "auto", "40G", vllm_version="0.26.0")["max_model_len"] == 131072
     refused = evaluate_kv_budget(yarn_qwen3(), 131072, EIGHT_G, vllm_version="0.33.0")
     assert "(max_position_embeddings=32768.0 or model_max_length=None" in refused["boot_error"]
 
 
 def test_a_top_level_original_length_wins_from_0_12_and_a_missing_one_fails_the_boot_until_0_19():
     outer = dict(yarn_qwen3(), original_max_position_embeddings=8192)
-    assert evaluate_kv_budget(outer, "auto", "40G", vllm_version="0.11.2")["max_model_len"] == 32768 * 4
-    assert evaluate_kv_budget(outer, "auto", "40G", vllm_version="0.12.0")["max_model_len"] == 8192 * 4
+    assert (limit(outer, "0.11.2"), limit(outer, "0.12.0")) == (32768 * 4, 8192 * 4)
     missing = yarn_qwen3(original_max_position_embeddings="-")
     for version in ("0.10.2", "0.14.1", "0.18.1"):
         with pytest.raises(KVSizingError, match=r"^seat s: model config field rope_scaling\.original_max_position_"
                                                 r"embeddings: expected a positive integer .*got null; vLLM %s "
                                                 r"cannot boot it$" % version):
             evaluate_kv_budget(missing, 32768, EIGHT_G, seat="s", vllm_version=version)
-    assert evaluate_kv_budget(missing, "auto", "40G", vllm_version="0.19.1")["max_model_len"] == 131072
+    assert limit(missing, "0.19.1") == 131072
 
 
 def test_a_null_rope_factor_fails_the_boot_until_0_18_takes_it_for_one():
     null = dict(config("qwen3-8b"), rope_scaling={"rope_type": "linear", "factor": None})
     with pytest.raises(KVSizingError, match=r"rope_scaling\.factor: expected a number .* vLLM 0\.17\.1 cannot"):
         evaluate_kv_budget(null, 32768, EIGHT_G, vllm_version="0.17.1")
-    assert evaluate_kv_budget(null, "auto", "40G", vllm_version="0.18.1")["max_model_len"] == 40960
+    assert limit(null, "0.18.1") == 40960
+
+
+def test_auto_fit_came_in_0_14():
+    with pytest.raises(KVSizingError, match=r"^seat s: max_model_len: \"auto\" is vLLM's auto-fit, which came "
+                                            r"in 0\.14; vLLM 0\.13\.0 needs a length$"):
+        evaluate_kv_budget(config("qwen3-8b"), "auto", EIGHT_G, seat="s", vllm_version="0.13.0")
+    assert evaluate_kv_budget(config("qwen3-8b"), "auto", EIGHT_G, vllm_version="0.14.1")["boot_ok"]
 
 
 def test_the_limit_is_printed_as_vllms_int_or_float():
@@ -457,8 +470,7 @@ def test_the_limit_is_printed_as_vllms_int_or_float():
 
 def test_deepseek_yarn_windows_are_scaled_before_0_30():
     scaled = dict(config("qwen3-8b"), rope_scaling={"rope_type": "deepseek_yarn", "factor": 2.0})
-    assert evaluate_kv_budget(scaled, "auto", "40G", vllm_version="0.29.0")["max_model_len"] == 81920
-    assert evaluate_kv_budget(scaled, "auto", "40G", vllm_version="0.30.0")["max_model_len"] == 40960
+    assert (limit(scaled, "0.29.0"), limit(scaled, "0.30.0")) == (81920, 40960)
 
 
 def test_a_release_outside_the_modelled_ones_is_refused_unless_the_nearest_is_asked_for():
