@@ -50,8 +50,8 @@ REGISTRATION = "vllm/v1/core/single_type_kv_cache_manager.py"
 VLLM_CONFIG = "vllm/config/vllm.py"
 # `vllm serve`'s batch defaults per card, and the usage context they are keyed by.
 ARG_UTILS, USAGE = "vllm/engine/arg_utils.py", "vllm/usage/usage_lib.py"
-# (0.12 on; before, the same lines sit inside a method that sets much else, and are read, not run)
-BATCH_SETTER = "_set_default_max_num_seqs_and_batched_tokens_args"
+# (0.12 on; before, in the method that sets the V1 engine's defaults: 0.11's, 0.10's)
+BATCH_SETTERS = ("_set_default_max_num_seqs_and_batched_tokens_args", "_set_default_args", "_set_default_args_v1")
 # What a worker does with a pinned budget at boot.
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
 # The max-length check (config/__init__.py in 0.10, config/model.py after), the RoPE patching the
@@ -349,7 +349,9 @@ class Harness:
                         "UsageContext": usage, "envs": sys.modules["vllm.envs"],
                         "SchedulerConfig": _Config(DEFAULT_MAX_NUM_BATCHED_TOKENS=2048, DEFAULT_MAX_NUM_SEQS=128)}
         self.batch_defaults_fn = _cut_method(self.root / ARG_UTILS, "EngineArgs", "get_batch_defaults", self.args_ns)
-        self.batch_setter = _cut_method(self.root / ARG_UTILS, "EngineArgs", BATCH_SETTER, self.args_ns)
+        self.args_ns["EngineArgs"] = _Config()
+        self.batch_setter = next(found for found in (_cut_method(self.root / ARG_UTILS, "EngineArgs", name, self.args_ns)
+                                                     for name in BATCH_SETTERS) if found)
 
     def _load_max_len_check(self):
         self.transformers_5 = packaging.version.Version(self.version).release[:2] >= TRANSFORMERS_5_FROM
@@ -387,13 +389,14 @@ class Harness:
 
     def batch_limits(self, gpu, tp, max_model_len, max_num_batched_tokens, max_num_seqs):
         """``(max_num_batched_tokens, max_num_seqs)`` as the release's EngineArgs resolves them
-        for ``vllm serve`` on ``gpu`` (``(memory bytes, name)``), or None before 0.12."""
+        for ``vllm serve`` on ``gpu`` (``(memory bytes, name)``)."""
         if self.batch_setter is None:
             return None
         self.args_ns["current_platform"] = _Platform(*gpu)
         args = _Config(pipeline_parallel_size=1, tensor_parallel_size=tp, max_num_batched_tokens=max_num_batched_tokens,
                        max_num_seqs=max_num_seqs, performance_mode=None, enable_chunked_prefill=True,
                        enable_prefix_caching=True)
+        args.get_chunked_prefill_prefix_caching_defaults = lambda model_config: (True, True)  # 0.11: a decoder's
         if self.batch_defaults_fn:
             args.get_batch_defaults = lambda world_size: self.batch_defaults_fn(None, world_size)
         _call(self.batch_setter, self=args, usage_context=self.usage_context.OPENAI_API_SERVER,
