@@ -9,8 +9,8 @@ Reads the release's sources out of its wheel on PyPI once (vllm_sources.py, kept
 patching before it (vllm_release_planning.py), and runs the generated cases through both sides,
 with the release named to ours (``vllm_version``). Writes a JSON report per release: cases
 compared, mismatches (field, ours, the release's), the families covered, the boots refused at
-the max length, the auto-fit lengths compared, the cases both sides refuse (a config the release cannot load, auto-fit before
-0.14), and the cases left out with the reason. ``all`` runs every modelled release before
+the max length, the auto-fit lengths compared, the cases both sides refuse (a config the
+release cannot load, auto-fit before 0.14), and the cases left out with the reason. ``all`` runs every modelled release before
 0.33, one process each (a harness owns ``vllm`` in sys.modules); 0.33 itself is
 run_differential.py's.
 """

@@ -73,8 +73,8 @@ HELPERS = {
 
 
 def _wanted():
-    return set(REAL_MODULES) | {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS} | \
-        set(MAX_LEN_CHECK) | \
+    return set(REAL_MODULES) | set(MAX_LEN_CHECK) | \
+        {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS} | \
         {path for paths in HELPERS.values() for path in paths}
 
 
@@ -350,10 +350,12 @@ class Harness:
                         "SchedulerConfig": _Config(DEFAULT_MAX_NUM_BATCHED_TOKENS=2048, DEFAULT_MAX_NUM_SEQS=128)}
         self.batch_defaults_fn = _cut_method(self.root / ARG_UTILS, "EngineArgs", "get_batch_defaults", self.args_ns)
         self.args_ns["EngineArgs"] = _Config()
-        self.batch_setter = next(found for found in (_cut_method(self.root / ARG_UTILS, "EngineArgs", name, self.args_ns)
-                                                     for name in BATCH_SETTERS) if found)
+        setters = (_cut_method(self.root / ARG_UTILS, "EngineArgs", name, self.args_ns) for name in BATCH_SETTERS)
+        self.batch_setter = next(found for found in setters if found)
 
     def _load_max_len_check(self):
+        """_get_and_verify_max_len and the RoPE patching before it, cut into one namespace; the
+        patching asks for the Transformers version, which TRANSFORMERS_5_FROM stands in for."""
         self.transformers_5 = packaging.version.Version(self.version).release[:2] >= TRANSFORMERS_5_FROM
         quiet = logging.getLogger("vllm-release-config")
         quiet.addHandler(logging.NullHandler())
@@ -368,8 +370,9 @@ class Harness:
             _cut(self.root / ROPE_PATCHING, name, self.rope_ns)
         self.patch_rope = self.rope_ns.get("patch_rope_parameters") or self.rope_ns["patch_rope_scaling"]
         self.max_len_ns = dict(self.rope_ns, envs=sys.modules["vllm.envs"], current_platform=_Platform(0, "none"))
-        self.max_len_check = next(found for found in (_cut(self.root / path, "_get_and_verify_max_len", self.max_len_ns)
-                                                      for path in MAX_LEN_CHECK if (self.root / path).exists()) if found)
+        checks = (_cut(self.root / path, "_get_and_verify_max_len", self.max_len_ns)
+                  for path in MAX_LEN_CHECK if (self.root / path).exists())
+        self.max_len_check = next(found for found in checks if found)
 
     def max_len(self, config, truth, max_model_len, allow_long):
         """The release's max model length for ``config`` (its config.json; the check reads the

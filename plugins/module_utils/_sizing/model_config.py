@@ -396,7 +396,7 @@ def _rope_params(config, rule):
     return key, [rope]
 
 
-def _max_len_limit(config, text_type, path, window, rule, has_rope):
+def _limit_under_rule(config, text_type, path, window, rule, has_rope):
     """One rule's limit for a text config: ``{"limit", "is_float"}``, or ``{"error"}`` naming
     what fails the boot."""
     if "gemma3" in text_type:
@@ -417,8 +417,8 @@ def _max_len_limit(config, text_type, path, window, rule, has_rope):
             if original is None and rule["original_default"]:
                 original = config.get("max_position_embeddings", window)
             if not _positive(original):
-                return {"error": "%s.original_max_position_embeddings: expected a positive integer (a "
-                                 "yarn window is that length times the factor), got %s" % (path + key, _show(original))}
+                return {"error": "%s.original_max_position_embeddings: expected a positive integer (a yarn "
+                                 "window is that length times the factor), got %s" % (path + key, _show(original))}
             window = original
     if factor is None:
         if not rule["null_factor_ok"]:
@@ -431,13 +431,13 @@ def _max_len_limit(config, text_type, path, window, rule, has_rope):
 
 
 def _max_len_limits(config, text_type, path, published, has_rope, seat):
-    """Each rule's limit, as ``[{"from": release, ...}]`` (see _max_len_limit)."""
-    for _release, rule in (_MAX_LEN_RULES[0], _MAX_LEN_RULES[-1]):
+    """Each rule's limit, as ``[{"from": release, ...}]`` (see _limit_under_rule)."""
+    for rule in (_MAX_LEN_RULES[0][1], _MAX_LEN_RULES[-1][1]):  # both fields, rope_scaling first
         key, params = _rope_params(config, rule)
         for entry in params:
             if entry.get("factor") is not None and not _positive(entry["factor"]):
                 raise _fail(seat, path + key + ".factor", "a positive number", entry["factor"])
-    return [dict(_max_len_limit(config, text_type, path, published or 2048, rule, has_rope), **{"from": release})
+    return [dict(_limit_under_rule(config, text_type, path, published or 2048, rule, has_rope), **{"from": release})
             for release, rule in _MAX_LEN_RULES]
 
 
