@@ -54,17 +54,14 @@ def ours(case, release):
 
 def release_inputs(case, mine, release):
     """What the release's planning takes from the rest of its boot, as ours resolved it: the
-    per-layer block size, the KV dtype, the batch limits, the max length."""
+    attention backend, the block size, the KV dtype, the batch limits, the max length."""
     model = _kv_sizing.describe_model(case["config"])
     options = dict(case["options"], vllm_version=release)
     length = mine["max_model_len"]
     opts = _kv_sizing._Options(model, length, None, **{k: v for k, v in options.items()
                                                        if k not in ("max_model_len", "kv_cache_memory_bytes")})
-    specs = _kv_sizing._layer_specs(model, opts, length)[0]
-    layers = [layer for layer in case["truth"]["layers"] if not layer.get("shared")]
-    blocks = [spec.block_size for spec in specs]
-    return {"layers": [dict(layer, block_size=block) for layer, block in zip(layers, blocks)]}, {
-        "tensor_parallel_size": opts.tp, "kv_dtype": opts.kv_cache_dtype if opts.kv_cache_dtype != "auto"
+    return case["truth"], {
+        "backend": mine["attention_backend"], "tensor_parallel_size": opts.tp, "kv_dtype": opts.kv_cache_dtype if opts.kv_cache_dtype != "auto"
         else case["truth"]["dtype"], "max_model_len": length, "block_size": mine["block_size"],
         "enable_prefix_caching": opts.prefix_caching, "kv_cache_memory_bytes": case["options"]["kv_cache_memory_bytes"],
         "max_num_batched_tokens": opts.max_num_batched_tokens, "max_num_seqs": opts.max_num_seqs,

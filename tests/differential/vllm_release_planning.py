@@ -32,6 +32,7 @@ import types
 from pathlib import Path
 
 import packaging.version
+from vllm_planning import BACKEND_BLOCK_SIZES
 from vllm_sources import CACHE, SourceUnavailable, release_files, wheel_name
 
 GIB = 1 << 30
@@ -61,6 +62,10 @@ ROPE_PATCHING = "vllm/transformers_utils/config.py"
 CONFIG_UTILS = "vllm/config/utils.py"
 ROPE_FUNCTIONS = ("is_rope_parameters_nested", "iter_rope_parameters", "patch_rope_scaling_dict", "patch_rope_scaling",
                   "patch_rope_parameters_dict", "patch_legacy_rope_type", "patch_rope_parameters")
+# The attention layer's own KV spec (0.14 on; before, the model runner gives every layer the
+# cache's block size), which picks a sliding layer's block size, and MultipleOf, which it reads.
+ATTENTION_LAYER = ("vllm/model_executor/layers/attention/attention.py", "vllm/attention/layer.py")
+ATTENTION_BACKEND = "vllm/v1/attention/backend.py"
 ALLOWED_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 # The Transformers each release runs with: 4 up to 0.18 (which require <5), then 5, the newest
 # their requirements accept (0.19 to 0.23 take either).
@@ -74,7 +79,8 @@ HELPERS = {
 
 def _wanted():
     return set(REAL_MODULES) | set(MAX_LEN_CHECK) | \
-        {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS} | \
+        {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS, ATTENTION_BACKEND} | \
+        set(ATTENTION_LAYER) | \
         {path for paths in HELPERS.values() for path in paths}
 
 
@@ -216,18 +222,23 @@ class _Config(types.SimpleNamespace):
         return None
 
 
+def _drop_annotations(node):
+    """Function annotations name types that are not here (and are evaluated at definition)."""
+    for function in ast.walk(node):
+        if isinstance(function, ast.FunctionDef):
+            function.returns = None
+            for argument in ast.walk(function.args):
+                if isinstance(argument, ast.arg):
+                    argument.annotation = None
+
+
 def _cut(path, name, namespace=None):
     """One top-level function of a source file, executed on its own in ``namespace`` (where the
-    functions cut before it are), its annotations dropped (they name types not here)."""
+    functions cut before it are), its annotations dropped."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            for function in ast.walk(node):
-                if isinstance(function, ast.FunctionDef):
-                    function.returns = None
-                    for argument in ast.walk(function.args):
-                        if isinstance(argument, ast.arg):
-                            argument.annotation = None
+            _drop_annotations(node)
             namespace = {} if namespace is None else namespace
             namespace.setdefault("GiB_bytes", GIB)
             exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
@@ -246,6 +257,7 @@ def _cut_method(path, class_name, name, namespace=None):
             if found:
                 if name is not None:
                     found[0].decorator_list = []
+                _drop_annotations(found[0])
                 namespace = {} if namespace is None else namespace
                 exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
                 return namespace[name or class_name]
@@ -316,6 +328,7 @@ class Harness:
         self._register_specs()
         self._load_batch_defaults()
         self._load_max_len_check()
+        self._load_attention_spec()
         self.config_properties = {}
         if (source_root / VLLM_CONFIG).exists():
             for name in ("max_concurrent_batches", "max_in_flight_tokens"):
@@ -373,6 +386,39 @@ class Harness:
         checks = (_cut(self.root / path, "_get_and_verify_max_len", self.max_len_ns)
                   for path in MAX_LEN_CHECK if (self.root / path).exists())
         self.max_len_check = next(found for found in checks if found)
+
+    def _load_attention_spec(self):
+        self.attention_spec = None
+        path = next((self.root / path for path in ATTENTION_LAYER if (self.root / path).exists()), None)
+        if path is None:
+            return
+        if (self.root / ATTENTION_BACKEND).exists():
+            importlib.import_module("vllm.v1.attention.backend").MultipleOf = _cut_method(
+                self.root / ATTENTION_BACKEND, "MultipleOf", None, {"dataclass": dataclasses.dataclass})
+        namespace = {name: getattr(self.kvi, name) for name in dir(self.kvi) if name.endswith("Spec")}
+        namespace.update(AttentionType=_Config(DECODER="decoder", ENCODER="encoder", ENCODER_ONLY="encoder_only"),
+                         get_kv_quant_mode=getattr(self.kvi, "get_kv_quant_mode", None))
+        _cut(path, "_largest_kernel_block_within", namespace)
+        self.attention_spec = _cut_method(path, "Attention", "get_kv_cache_spec", namespace)
+
+    def sliding_block_size(self, backend_name, layer, block_size, tp, kv_dtype, cache_dtype):
+        """The block size the release's Attention.get_kv_cache_spec gives a sliding layer
+        served by ``backend_name`` (its declared kernel block sizes, as the 0.33 harness's)."""
+        if self.attention_spec is None:
+            return block_size
+        kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
+        multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf  # a stand-in before 0.18
+        declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
+        backend = type(backend_name, (), {
+            "is_mla": staticmethod(lambda: False), "get_name": staticmethod(lambda: backend_name),
+            "customize_spec": staticmethod(lambda spec, *args: spec),
+            "get_supported_kernel_block_sizes": staticmethod(lambda *args: list(declared))})
+        attention = _Config(attn_type="decoder", sliding_window=layer["window"], attn_backend=backend,
+                            num_kv_heads=max(1, layer["kv_heads"] // tp), head_size=layer["head_size"],
+                            head_size_v=layer["head_size"], kv_cache_torch_dtype=kv_dtype, kv_cache_dtype=cache_dtype)
+        spec = self.attention_spec(attention, _Config(cache_config=_Config(block_size=block_size),
+                                                      model_config=_Config(use_mla=False)))
+        return spec.block_size
 
     def max_len(self, config, truth, max_model_len, allow_long):
         """The release's max model length for ``config`` (its config.json; the check reads the
@@ -491,7 +537,8 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:
 
 
 def run_case(harness: Harness, truth: dict, options: dict) -> dict:
-    """The release's numbers for one case; ``options`` carry the block size and batch limits."""
+    """The release's numbers for one case; ``options`` carry the attention backend, the block
+    size and the batch limits."""
     kvi, utils = harness.kvi, harness.utils
     tp = options["tensor_parallel_size"]
     kv_dtype = getattr(harness.torch, {"fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
@@ -500,8 +547,11 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
     specs = {}
     for index, layer in enumerate(truth["layers"]):
         if not layer.get("shared"):
-            specs["model.layers.%d" % index] = harness.layer_spec(layer, layer.get("block_size", options["block_size"]),
-                                                                  tp, kv_dtype)
+            block_size = options["block_size"]
+            if layer.get("window"):
+                block_size = harness.sliding_block_size(options["backend"], layer, block_size, tp, kv_dtype,
+                                                        options["kv_dtype"])
+            specs["model.layers.%d" % index] = harness.layer_spec(layer, block_size, tp, kv_dtype)
     budget = options["kv_cache_memory_bytes"]
     config = _vllm_config(harness, options, max_model_len)
     harness.recorder.lines.clear()

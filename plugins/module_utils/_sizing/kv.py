@@ -612,12 +612,22 @@ def _layer_specs(model, options, max_model_len):
                      layer["head_size"], layer["head_size_v"], options.kv_bytes,
                      stride_base=stride_base)
         if layer["sliding_window"]:
-            sliding_block = backend.largest_block_within(
-                spec.per_token_bytes, spec.per_token_bytes * block_size, block_size)
-            spec = spec.replaced(kind="sliding", block_size=sliding_block,
+            spec = spec.replaced(kind="sliding", block_size=_sliding_block_size(backend, spec, options),
                                  window=layer["sliding_window"])
         specs.append(spec)
     return specs, block_size, backend
+
+
+def _sliding_block_size(backend, spec, options):
+    """attention.py Attention.get_kv_cache_spec: a sliding layer's block size is the cache's
+    before 0.25; then the backend's smallest kernel block; from 0.30 the largest kernel block
+    whose page fits the full block's page."""
+    if not options.since("0.25"):
+        return spec.block_size
+    if not options.since("0.30"):
+        return min(backend.fixed) if backend.fixed else backend.multiple_of
+    return backend.largest_block_within(spec.per_token_bytes, spec.per_token_bytes * spec.block_size,
+                                        spec.block_size)
 
 
 def _promote_sliding(specs, model, options):
@@ -715,6 +725,9 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
     long_error = _long_len_error(model, max_model_len, opts)
     if long_error:
         errors.append(long_error)
+    # the groups are built (and a layout refused) before the admission check from 0.14, after it before
+    if plan.layout_error and opts.since("0.14"):
+        errors.append(plan.layout_error)
     check_memory = budget - opts.null_blocks_held * plan.bytes_per_block
     estimated = None
     if requested_len == "auto" and not long_error:
@@ -732,7 +745,7 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         if needed > check_memory:
             estimated = plan.estimate_max_model_len(check_memory, max_model_len)
             errors.append(_admission_error(opts, max_model_len, needed, check_memory, estimated))
-    if plan.layout_error:  # raised when the groups are built, after the admission check
+    if plan.layout_error and not opts.since("0.14"):
         errors.append(plan.layout_error)
     num_blocks = budget // plan.bytes_per_block
     pages = plan.pages_per_request(max_model_len, for_capacity=True)
