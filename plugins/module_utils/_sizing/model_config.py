@@ -20,6 +20,7 @@ Pure standard library: the module and the filters share it.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 # The keys vLLM's ModelArchConfigConvertorBase.derive_max_model_len_and_key reads, smallest wins.
@@ -396,7 +397,7 @@ def _rope_params(config, rule):
     return key, [rope]
 
 
-def _limit_under_rule(config, text_type, path, window, rule, has_rope):
+def _limit_under_rule(config, text_type, path, window, rule, has_rope, seat):
     """One rule's limit for a text config: ``{"limit", "is_float"}``, or ``{"error"}`` naming
     what fails the boot."""
     if "gemma3" in text_type:
@@ -427,6 +428,8 @@ def _limit_under_rule(config, text_type, path, window, rule, has_rope):
         factor = 1.0
     if not applied:  # before 0.12 only a factor that applies multiplies
         return {"limit": window, "is_float": False}
+    if not math.isfinite(window * factor):
+        raise _fail(seat, path + key + ".factor", "a factor that keeps the window finite", factor)
     return {"limit": int(window * factor), "is_float": isinstance(factor, float)}
 
 
@@ -436,13 +439,14 @@ def _max_len_limits(config, text_type, path, published, has_rope, seat):
         key, params = _rope_params(config, rule)
         for entry in params:
             if entry.get("factor") is not None and not _positive(entry["factor"]):
-                raise _fail(seat, path + key + ".factor", "a positive number", entry["factor"])
-    return [dict(_limit_under_rule(config, text_type, path, published or 2048, rule, has_rope), **{"from": release})
-            for release, rule in _MAX_LEN_RULES]
+                raise _fail(seat, path + key + ".factor", "a positive finite number", entry["factor"])
+    return [dict(_limit_under_rule(config, text_type, path, published or 2048, rule, has_rope, seat),
+                 **{"from": release}) for release, rule in _MAX_LEN_RULES]
 
 
 def _positive(number):
-    return not isinstance(number, bool) and isinstance(number, (int, float)) and number > 0
+    return not isinstance(number, bool) and isinstance(number, (int, float)) and math.isfinite(number) \
+        and number > 0
 
 
 def published_max_model_len(config, seat=None):

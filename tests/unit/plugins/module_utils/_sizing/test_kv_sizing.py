@@ -4,6 +4,7 @@ sizing rule's minimality and monotonicity."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -447,6 +448,35 @@ def test_a_null_rope_factor_fails_the_boot_until_0_18_takes_it_for_one():
     with pytest.raises(KVSizingError, match=r"rope_scaling\.factor: expected a number .* vLLM 0\.17\.1 cannot"):
         evaluate_kv_budget(null, 32768, EIGHT_G, vllm_version="0.17.1")
     assert limit(null, "0.18.1") == 40960
+
+
+@pytest.mark.parametrize("rope, expected", [
+    ({"rope_type": "linear", "factor": float("inf")}, "rope_scaling.factor: expected a positive finite number, got inf"),
+    ({"rope_type": "linear", "factor": float("nan")}, "rope_scaling.factor: expected a positive finite number, got nan"),
+    ({"rope_type": "linear", "factor": -2.0}, "rope_scaling.factor: expected a positive finite number, got -2.0"),
+    ({"rope_type": "linear", "factor": True}, "rope_scaling.factor: expected a positive finite number, got true"),
+    ({"rope_type": "linear", "factor": "4"}, 'rope_scaling.factor: expected a positive finite number, got "4"'),
+    ({"rope_type": "linear", "factor": 1e308}, "rope_scaling.factor: expected a factor that keeps the window finite"),
+])
+def test_a_rope_factor_that_is_no_scale_is_refused_for_every_release(rope, expected):
+    for version in ("0.10.2", "0.33.0"):
+        with pytest.raises(ModelConfigError) as refused:
+            evaluate_kv_budget(dict(config("qwen3-8b"), rope_scaling=rope), 32768, EIGHT_G, seat="s",
+                               vllm_version=version)
+        assert str(refused.value).startswith("seat s: model config field " + expected), str(refused.value)
+        assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("original, shown", [
+    (float("inf"), "inf"), (0, "0"), (-32768, "-32768"), (True, "true"), ("32768\x1b[2J", '"32768\\u001b[2J"'),
+])
+def test_a_yarn_original_length_that_is_no_length_cannot_boot_before_0_30(original, shown):
+    bad = yarn_qwen3(original_max_position_embeddings=original)
+    with pytest.raises(KVSizingError, match=r"^seat s: model config field rope_scaling\.original_max_position_"
+                                            r"embeddings: expected a positive integer .*got %s; vLLM 0\.26\.0 "
+                                            r"cannot boot it$" % re.escape(shown)):
+        evaluate_kv_budget(bad, 32768, EIGHT_G, seat="s", vllm_version="0.26.0")
+    assert evaluate_kv_budget(bad, 32768, EIGHT_G, vllm_version="0.33.0")["boot_ok"], "0.30 on reads no original"
 
 
 def test_auto_fit_came_in_0_14():
