@@ -10,9 +10,9 @@ patching before it (vllm_release_planning.py), and runs the generated cases thro
 with the release named to ours (``vllm_version``). Writes a JSON report per release: cases
 compared, mismatches (field, ours, the release's), the families covered, the boots refused at
 the max length, the auto-fit lengths compared, the cases both sides refuse (a config the
-release cannot load, auto-fit before 0.14), and the cases left out with the reason. ``all`` runs every modelled release before
-0.33, one process each (a harness owns ``vllm`` in sys.modules); 0.33 itself is
-run_differential.py's.
+release cannot load, auto-fit before 0.14), and the cases left out with the reason. ``all``
+runs every modelled release before 0.33, one process each (a harness owns ``vllm`` in
+sys.modules); 0.33 itself is run_differential.py's.
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ from vllm_release_planning import SourceUnavailable, load, run_case  # noqa: E40
 from vllm_sources import CACHE  # noqa: E402
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import LATEST, MODELLED  # noqa: E402
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import (  # noqa: E402
+    LATEST,
+    MODELLED,
+    parse_version,
+)
 
 COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error",
             "max_num_batched_tokens", "max_num_seqs", "max_model_len")
@@ -61,8 +65,9 @@ def release_inputs(case, mine, release):
     opts = _kv_sizing._Options(model, length, None, **{k: v for k, v in options.items()
                                                        if k not in ("max_model_len", "kv_cache_memory_bytes")})
     return case["truth"], {
-        "backend": mine["attention_backend"], "tensor_parallel_size": opts.tp, "kv_dtype": opts.kv_cache_dtype if opts.kv_cache_dtype != "auto"
-        else case["truth"]["dtype"], "max_model_len": length, "block_size": mine["block_size"],
+        "backend": mine["attention_backend"], "tensor_parallel_size": opts.tp,
+        "kv_dtype": opts.kv_cache_dtype if opts.kv_cache_dtype != "auto" else case["truth"]["dtype"],
+        "max_model_len": length, "block_size": mine["block_size"],
         "enable_prefix_caching": opts.prefix_caching, "kv_cache_memory_bytes": case["options"]["kv_cache_memory_bytes"],
         "max_num_batched_tokens": opts.max_num_batched_tokens, "max_num_seqs": opts.max_num_seqs,
         # every release turns the hybrid manager off for chunked local attention (Llama 4), whose
@@ -97,7 +102,7 @@ def refused_alike(harness, case, release, error):
     if "cannot boot it" in error:
         return their_max_len(harness, case, 1)[1] in ("KeyError", "TypeError")
     return case["options"]["max_model_len"] == "auto" and "auto-fit, which came in 0.14" in error and \
-        tuple(int(part) for part in release.split(".")[:2]) < (0, 14)
+        parse_version(release) < (0, 14, 0)
 
 
 def run_release(release, count, seed, cache, perturb=None):
