@@ -221,6 +221,12 @@ def llama4(rng):
                           chunked_local=True)
 
 
+# The class each GDN model type is served by: the wrappers are multimodal, the _text types text-only.
+GDN_ARCHITECTURES = {"qwen3_next": "Qwen3NextForCausalLM", "qwen3_5": "Qwen3_5ForConditionalGeneration",
+                     "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM",
+                     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM"}
+
+
 def gdn(rng):
     model_type = rng.choice(["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"])
     interval = rng.choice([2, 3, 4, 4, 4])
@@ -253,11 +259,11 @@ def gdn(rng):
                    ssm_dtype=ssm, mtp_layers=mtp)
     if model_type != "qwen3_next" and rng.random() < 0.5:
         outer = model_type.replace("_text", "")
-        config = {"architectures": ["X"], "model_type": outer, "text_config": config,
-                  "torch_dtype": "bfloat16"}
+        config = {"architectures": [GDN_ARCHITECTURES[outer]], "model_type": outer,
+                  "text_config": config, "torch_dtype": "bfloat16"}
         truth["model_type"] = model_type
     else:
-        config.update(architectures=["X"], torch_dtype="bfloat16")
+        config.update(architectures=[GDN_ARCHITECTURES[model_type]], torch_dtype="bfloat16")
     return config, truth
 
 

@@ -19,6 +19,7 @@ concurrency and the boot verdict with the release's error text.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import dataclasses
 import importlib.abc
@@ -67,6 +68,23 @@ ROPE_FUNCTIONS = ("is_rope_parameters_nested", "iter_rope_parameters", "patch_ro
 ATTENTION_LAYER = ("vllm/model_executor/layers/attention/attention.py", "vllm/attention/layer.py")
 ATTENTION_BACKEND = "vllm/v1/attention/backend.py"
 ALLOWED_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+# A Gated DeltaNet hybrid (Qwen3-Next, Qwen3.5): the architectures the release registers, the
+# model's state shapes and dtypes, the config checks that size the attention block and pad the
+# Mamba page (the platform's block-size update took the alignment over in 0.20), the Mamba
+# layer's spec (the model runner's in 0.10), and the CUDA graph check on Mamba blocks (0.20 on).
+MODEL_REGISTRY = "vllm/model_executor/models/registry.py"
+MODELS_CONFIG = "vllm/model_executor/models/config.py"
+MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
+QWEN3_NEXT = "vllm/model_executor/models/qwen3_next.py"
+MAMBA_BASE = "vllm/model_executor/layers/mamba/abstract.py"
+PLATFORM = "vllm/platforms/interface.py"
+TORCH_UTILS = ("vllm/utils/torch_utils.py", "vllm/utils/__init__.py")
+DISTRIBUTED_UTILS = "vllm/distributed/utils.py"
+COMPILATION = "vllm/config/compilation.py"
+PLATFORM_BLOCK_METHODS = ("update_block_size_for_backend", "_align_hybrid_block_size",
+                          "_preferred_block_size_for_backends", "_check_aligned_block_size",
+                          "_get_indexer_block_alignment")
+BACKEND_METHODS = ("supports_block_size", "get_preferred_block_size", "customize_spec")
 # The Transformers each release runs with: 4 up to 0.18 (which require <5), then 5, the newest
 # their requirements accept (0.19 to 0.23 take either).
 TRANSFORMERS_5_FROM = (0, 19)
@@ -80,7 +98,8 @@ HELPERS = {
 def _wanted():
     return set(REAL_MODULES) | set(MAX_LEN_CHECK) | \
         {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS, ATTENTION_BACKEND} | \
-        set(ATTENTION_LAYER) | \
+        {MODEL_REGISTRY, MODELS_CONFIG, MAMBA_UTILS, QWEN3_NEXT, MAMBA_BASE, PLATFORM, DISTRIBUTED_UTILS, COMPILATION} | \
+        set(ATTENTION_LAYER) | set(TORCH_UTILS) | \
         {path for paths in HELPERS.values() for path in paths}
 
 
@@ -233,11 +252,13 @@ def _drop_annotations(node):
 
 
 def _cut(path, name, namespace=None):
-    """One top-level function of a source file, executed on its own in ``namespace`` (where the
-    functions cut before it are), its annotations dropped."""
+    """One top-level function (or assignment) of a source file, executed on its own in
+    ``namespace`` (where the definitions cut before it are), its annotations dropped."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
+        assigned = isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == name for target in node.targets)
+        if (isinstance(node, ast.FunctionDef) and node.name == name) or assigned:
             _drop_annotations(node)
             namespace = {} if namespace is None else namespace
             namespace.setdefault("GiB_bytes", GIB)
@@ -265,10 +286,21 @@ def _cut_method(path, class_name, name, namespace=None):
 
 
 class _Platform:
-    """current_platform for one card: CUDA, its memory and name."""
+    """current_platform for one card: CUDA, its memory, name and compute capability."""
 
-    def __init__(self, memory, name):
-        self.memory, self.name = memory, name
+    def __init__(self, memory, name, capability=(9, 0)):
+        self.memory, self.name, self.capability = memory, name, tuple(capability)
+
+    def get_device_capability(self, *args):
+        return _Config(major=self.capability[0], minor=self.capability[1])
+
+    def is_device_capability(self, capability):
+        if isinstance(capability, int):
+            capability = divmod(capability, 10)
+        return self.capability == tuple(capability)
+
+    def is_device_capability_family(self, family):
+        return self.capability[0] == family // 10
 
     def get_device_total_memory(self, *args):
         return self.memory
@@ -329,6 +361,7 @@ class Harness:
         self._load_batch_defaults()
         self._load_max_len_check()
         self._load_attention_spec()
+        self._load_hybrid()
         self.config_properties = {}
         if (source_root / VLLM_CONFIG).exists():
             for name in ("max_concurrent_batches", "max_in_flight_tokens"):
@@ -420,6 +453,167 @@ class Harness:
                                                       model_config=_Config(use_mla=False)))
         return spec.block_size
 
+    def _load_hybrid(self):
+        """The GDN hybrid's code (see MODEL_REGISTRY), cut into one namespace."""
+        import math
+        quiet = logging.getLogger("vllm-release-hybrid")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+        ns = self.hybrid_ns = {
+            "torch": self.torch, "logger": _Logger(quiet, {}), "lcm": math.lcm, "envs": sys.modules["vllm.envs"],
+            "cdiv": importlib.import_module("vllm.utils").__dict__.get("cdiv"), "VerifyAndUpdateConfig": object,
+            "is_conv_state_dim_first": lambda: False, "CUDAGraphMode": _placeholder("CUDAGraphMode"),
+            "AttentionBackendEnum": _Config(CUTLASS_MLA="CUTLASS_MLA", FLASHINFER="FLASHINFER")}
+        ns.update({name: getattr(self.kvi, name) for name in dir(self.kvi) if name.endswith("Spec")})
+        for name in ("STR_DTYPE_TO_TORCH_DTYPE", "get_kv_cache_torch_dtype"):
+            next(_cut(self.root / path, name, ns) for path in TORCH_UTILS
+                 if (self.root / path).exists() and name in (self.root / path).read_text())
+        importlib.import_module("vllm.utils.torch_utils").STR_DTYPE_TO_TORCH_DTYPE = ns["STR_DTYPE_TO_TORCH_DTYPE"]
+        for name in ("ensure_divisibility", "divide"):
+            _cut(self.root / DISTRIBUTED_UTILS, name, ns)
+        for name in ("MambaStateDtypeCalculator", "MambaStateShapeCalculator"):
+            _cut_method(self.root / MAMBA_UTILS, name, None, ns)
+        self.model_cls = type("Model", (), {name: classmethod(_cut_method(self.root / QWEN3_NEXT, "Qwen3NextForCausalLM",
+                                                                          name, ns))
+                                            for name in ("get_mamba_state_shape_from_config",
+                                                         "get_mamba_state_dtype_from_config")})
+        importlib.import_module("vllm.model_executor.models").ModelRegistry = ns["ModelRegistry"] = _Config(
+            resolve_model_cls=lambda *args, **kwargs: (self.model_cls, "Model"))
+        registry = (self.root / MODEL_REGISTRY).read_text()
+        self.architectures = set(re.findall(r'"(\w+)":\s*\(', registry))
+        tree = ast.parse((self.root / MODELS_CONFIG).read_text())
+        classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+        self.models_config_map = {}
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(getattr(t, "id", "") == "MODELS_CONFIG_MAP"
+                                                                      for t in targets):
+                self.models_config_map = {key.value: value.id for key, value in zip(node.value.keys, node.value.values)
+                                          if isinstance(value, ast.Name)}
+        for name in ("MambaModelConfig", "HybridAttentionMambaModelConfig", "Qwen3_5ForConditionalGenerationConfig",
+                     "Qwen3_5ForCausalLMConfig"):
+            if name in classes:
+                _cut_method(self.root / MODELS_CONFIG, name, None, ns)
+        self.mamba_spec = _cut_method(self.root / MAMBA_BASE, "MambaBase", "get_kv_cache_spec", ns)
+        self.platform_cls = None
+        if (self.root / PLATFORM).exists():
+            methods = {name: classmethod(found) for name in PLATFORM_BLOCK_METHODS
+                       for found in [_cut_method(self.root / PLATFORM, "Platform", name, {"logger": ns["logger"]})]
+                       if found}
+            if methods:
+                self.platform_cls = type("Platform", (), methods)
+        self.backend_methods = {}
+        if (self.root / ATTENTION_BACKEND).exists():
+            backend_ns = {"MultipleOf": importlib.import_module("vllm.v1.attention.backend").MultipleOf}
+            self.backend_methods = {name: found for name in BACKEND_METHODS
+                                    for found in [_cut_method(self.root / ATTENTION_BACKEND, "AttentionBackend", name,
+                                                              backend_ns)] if found}
+        config_module = importlib.import_module("vllm.config.vllm")
+        config_module.set_current_vllm_config = lambda *args, **kwargs: contextlib.nullcontext()
+        importlib.import_module("vllm.config.cache").CacheConfig = _Config(DEFAULT_BLOCK_SIZE=16)
+        self.graph_check = None
+        if (self.root / COMPILATION).exists() and "requires one Mamba cache block" in (self.root / COMPILATION).read_text():
+            compile_ns = {"logger": ns["logger"], "enum": __import__("enum")}
+            self.cudagraph_mode = _cut_method(self.root / COMPILATION, "CUDAGraphMode", None, compile_ns)
+            self.graph_check = _cut_method(self.root / COMPILATION, "CompilationConfig",
+                                           "resolve_cudagraph_mode_and_sizes", compile_ns)
+            compile_ns["CUDAGraphMode"] = self.cudagraph_mode
+            self.cg_support = _cut_method(self.root / ATTENTION_BACKEND, "AttentionCGSupport", None,
+                                          {"Enum": __import__("enum").Enum})
+            importlib.import_module("vllm.v1.attention.backend").AttentionCGSupport = self.cg_support
+
+    def _attention_backend_class(self, backend_name):
+        """The backend as the release's AttentionBackend methods see it, with the kernel block
+        sizes it declares (the 0.33 harness's table)."""
+        kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
+        multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf
+        declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
+        methods = {name: classmethod(found) for name, found in self.backend_methods.items()}
+        methods.update(get_supported_kernel_block_sizes=staticmethod(lambda *args: list(declared)),
+                       get_name=staticmethod(lambda: backend_name), is_mla=staticmethod(lambda: False),
+                       is_ssm=staticmethod(lambda: False))
+        return type(backend_name, (), methods)
+
+    def hybrid(self, truth, options, capability):
+        """What the release's config checks make of a GDN hybrid: ``{"error"}`` where it does
+        not register the architecture, else the attention block size, the prefix caching left
+        on, and the Mamba layers' spec."""
+        if options["architecture"] not in self.architectures:
+            return {"error": "%s is not supported by vLLM %s" % (options["architecture"], self.version)}
+        linear, tp = truth["linear"], options["tensor_parallel_size"]
+        reference = next(layer for layer in truth["layers"] if layer["kind"] != "linear")
+        text = _Config(linear_num_key_heads=linear["nk"], linear_num_value_heads=linear["nv"],
+                       linear_key_head_dim=linear["dk"], linear_value_head_dim=linear["dv"],
+                       linear_conv_kernel_dim=linear["kernel"], mamba_ssm_dtype=truth.get("ssm_dtype"),
+                       model_type=truth["model_type"])
+        model_config = _Config(
+            dtype=getattr(self.torch, truth["dtype"]), use_mla=False, is_hybrid=True, architecture=options["architecture"],
+            max_model_len=options["max_model_len"], supports_mamba_prefix_caching=False, hf_config=text,
+            hf_text_config=text, get_num_kv_heads=lambda parallel: max(1, reference["kv_heads"] // tp),
+            get_head_size=lambda: reference["head_size"], get_num_attention_heads=lambda parallel: truth["heads"] // tp)
+        user_block = options["block_size"]
+        cache_config = _Config(
+            block_size=user_block or (16 if self.platform_cls else None), user_specified_block_size=user_block is not None,
+            cache_dtype=options["kv_dtype"], enable_prefix_caching=options["enable_prefix_caching"],
+            mamba_cache_mode="none", mamba_cache_dtype=options["mamba_cache_dtype"],
+            mamba_ssm_cache_dtype=options["mamba_ssm_cache_dtype"])
+        num_spec = options["num_speculative_tokens"]
+        vllm_config = _Config(
+            model_config=model_config, cache_config=cache_config, attention_config=_Config(),
+            parallel_config=_Config(tensor_parallel_size=tp), scheduler_config=_Config(enable_chunked_prefill=True),
+            speculative_config=_speculative_config(num_spec), num_speculative_tokens=num_spec,
+            compilation_config=_Config())
+        sys.modules["vllm.envs"].VLLM_USE_V1 = True
+        platform = _Platform(0, "cuda", capability)
+        for module in (self.hybrid_ns, importlib.import_module("vllm.platforms").__dict__):
+            module["current_platform"] = platform
+        # VllmConfig.try_verify_and_update_config: the architecture's own checks, then the hybrid's
+        own = self.models_config_map.get(options["architecture"])
+        try:
+            if own in self.hybrid_ns:
+                self.hybrid_ns[own].verify_and_update_config(vllm_config)
+            self.hybrid_ns["HybridAttentionMambaModelConfig"].verify_and_update_config(vllm_config)
+        except AssertionError as exc:  # the engine's config refuses the combination
+            return {"error": "AssertionError: %s" % exc}
+        if cache_config.block_size is None:  # CudaPlatform.check_and_update_config before 0.18
+            cache_config.block_size = 16
+        if self.platform_cls is not None:  # the worker, once the model is loaded (0.18 on)
+            backend = self._attention_backend_class(options["backend"])
+            platform_cls = type("CudaPlatform", (self.platform_cls,), {
+                "_find_non_ssm_backend": classmethod(lambda cls, config: backend),
+                "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
+            platform_cls.update_block_size_for_backend(vllm_config)
+        layer = _Config(get_state_shape=lambda: self.model_cls.get_mamba_state_shape_from_config(vllm_config),
+                        get_state_dtype=lambda: self.model_cls.get_mamba_state_dtype_from_config(vllm_config),
+                        mamba_type="gdn_attn", is_kv_cache_tp_replicated=False)
+        if self.mamba_spec is not None:
+            spec = self.mamba_spec(layer, vllm_config)
+        else:  # 0.10: GPUModelRunner.get_kv_cache_spec, one block of max_model_len per request
+            spec = self.spec("MambaSpec", shapes=layer.get_state_shape(), dtypes=layer.get_state_dtype(),
+                             block_size=model_config.max_model_len, page_size_padded=cache_config.mamba_page_size_padded,
+                             mamba_type="gdn_attn", num_speculative_blocks=num_spec)
+        return {"block_size": cache_config.block_size, "mamba_spec": spec,
+                "enable_prefix_caching": cache_config.enable_prefix_caching,
+                "mamba_cache_mode": cache_config.mamba_cache_mode or "none"}
+
+    def mamba_graph_error(self, kv_cache_config, max_num_seqs, num_spec, enforce_eager):
+        """The release's CUDA graph check on Mamba blocks (0.20 on), FULL_AND_PIECEWISE for a
+        hybrid, NONE with --enforce-eager; None where it passes or the release has none."""
+        if self.graph_check is None:
+            return None
+        modes = self.cudagraph_mode
+        this = _Config(cudagraph_mode=modes.NONE if enforce_eager else modes.FULL_AND_PIECEWISE,
+                       splitting_ops_contain_attention=lambda: True, use_inductor_graph_partition=False,
+                       adjust_cudagraph_sizes_for_spec_decode=lambda *args: None, cudagraph_capture_sizes=[],
+                       max_cudagraph_capture_size=0)
+        try:
+            _call(self.graph_check, self=this, min_cg_support=self.cg_support.UNIFORM_BATCH, min_cg_attn_backend="GDN_ATTN",
+                  uniform_decode_query_len=1 + num_spec, use_v2_model_runner=False, kv_cache_config=kv_cache_config,
+                  max_num_reqs=max_num_seqs, is_profiling=False, tensor_parallel_size=1)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
     def max_len(self, config, truth, max_model_len, allow_long):
         """The release's max model length for ``config`` (its config.json; the check reads the
         text config) at a requested length (-1: auto-fit, from 0.14), as its config loading and
@@ -509,7 +703,8 @@ def _vllm_config(harness, options, max_model_len):
                              original_max_model_len=options.get("original_max_model_len", max_model_len)),
         cache_config=_Config(block_size=options["block_size"], enable_prefix_caching=options["enable_prefix_caching"],
                              num_gpu_blocks_override=None, kv_cache_memory_bytes=options["kv_cache_memory_bytes"],
-                             mamba_cache_mode="none", get_resolved_kv_cache_layout=harness.layout),
+                             mamba_cache_mode=options.get("mamba_cache_mode", "none"),
+                             get_resolved_kv_cache_layout=harness.layout),
         scheduler_config=_Config(max_num_batched_tokens=options["max_num_batched_tokens"],
                                  max_num_seqs=options["max_num_seqs"], async_scheduling=options["async_scheduling"],
                                  disable_hybrid_kv_cache_manager=options["disable_hybrid_kv_cache_manager"],
@@ -518,12 +713,21 @@ def _vllm_config(harness, options, max_model_len):
                                 decode_context_parallel_size=1, prefill_context_parallel_size=1,
                                 world_size=options["tensor_parallel_size"]),
         attention_config=_Config(), device_config=_Config(device_type="cuda"), compilation_config=_Config(),
-        speculative_config=None, kv_transfer_config=None, kv_events_config=None, num_speculative_tokens=0,
+        speculative_config=_speculative_config(options.get("num_speculative_tokens", 0)),
+        kv_transfer_config=None, kv_events_config=None, num_speculative_tokens=options.get("num_speculative_tokens", 0),
         num_prefill_lookahead_tokens=0, use_v2_model_runner=options.get("use_v2_model_runner", False))
     for name in ("max_concurrent_batches", "max_in_flight_tokens"):  # in order: one reads the other
         if name in harness.config_properties:
             setattr(config, name, harness.config_properties[name](config))
     return config
+
+
+def _speculative_config(num_spec):
+    """MTP with ``num_spec`` draft tokens (an EAGLE-style drafter with its own layers), or None."""
+    if not num_spec:
+        return None
+    return _Config(num_speculative_tokens=num_spec, method="mtp", use_eagle=lambda: True,
+                   use_multi_module_mtp=lambda: False, use_eagle_block_drop=lambda: False)
 
 
 def _call(function, **available):
@@ -544,14 +748,29 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
     kv_dtype = getattr(harness.torch, {"fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
                                        "bfloat16": "bfloat16", "float16": "float16"}.get(options["kv_dtype"], "bfloat16"))
     max_model_len = options["max_model_len"]
+    hybrid = None
+    if truth.get("linear"):
+        hybrid = harness.hybrid(truth, dict(options, block_size=options["user_block_size"]), options["capability"])
+        if "error" in hybrid:
+            return {"boot_ok": False, "boot_error": hybrid["error"]}
+        options = dict(options, block_size=hybrid["block_size"], enable_prefix_caching=hybrid["enable_prefix_caching"],
+                       mamba_cache_mode=hybrid["mamba_cache_mode"])
     specs = {}
-    for index, layer in enumerate(truth["layers"]):
-        if not layer.get("shared"):
-            block_size = options["block_size"]
-            if layer.get("window"):
-                block_size = harness.sliding_block_size(options["backend"], layer, block_size, tp, kv_dtype,
-                                                        options["kv_dtype"])
-            specs["model.layers.%d" % index] = harness.layer_spec(layer, block_size, tp, kv_dtype)
+    layers = [("model.layers.%d" % index, layer) for index, layer in enumerate(truth["layers"])]
+    if hybrid and options["num_speculative_tokens"]:  # the MTP drafter's attention layers
+        reference = next(layer for layer in truth["layers"] if layer["kind"] != "linear")
+        layers += [("mtp.layers.%d" % index, reference) for index in range(truth["mtp_layers"])]
+    for name, layer in layers:
+        if layer.get("shared"):
+            continue
+        if layer["kind"] == "linear":
+            specs[name] = hybrid["mamba_spec"]
+            continue
+        block_size = options["block_size"]
+        if layer.get("window"):
+            block_size = harness.sliding_block_size(options["backend"], layer, block_size, tp, kv_dtype,
+                                                    options["kv_dtype"])
+        specs[name] = harness.layer_spec(layer, block_size, tp, kv_dtype)
     budget = options["kv_cache_memory_bytes"]
     config = _vllm_config(harness, options, max_model_len)
     harness.recorder.lines.clear()
@@ -579,6 +798,10 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
                     break
         result["max_concurrency_exact"] = utils.get_max_concurrency_for_kv_cache_config(config, scheduler)
         result["max_model_len"] = config.model_config.max_model_len  # auto-fit may have cut it
+        if hybrid and boot_error is None:
+            result["boot_error"] = harness.mamba_graph_error(configs[0], options["max_num_seqs"],
+                                                             options["num_speculative_tokens"], options["enforce_eager"])
+            result["boot_ok"] = result["boot_error"] is None
     lines = list(harness.recorder.lines)
     result["log"] = lines
     if configs is not None:

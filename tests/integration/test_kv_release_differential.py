@@ -52,16 +52,15 @@ def run(tmp_path, release, *extra):
 def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, release):
     report = run(tmp_path, release)
     counts = ("vllm %s (%s): %d of %d cases compared, %d boot failures (%d at the max length), %d refused alike, "
-              "%d auto-fits, by family %s; left out %s") % (
+              "%d auto-fits, by family %s") % (
         release, report["source"], report["compared"], report["cases"], report["boot_failures"],
-        report["length_refusals"], report["refused_alike"], report["auto_fits"], report["families"],
-        report["left_out"])
+        report["length_refusals"], report["refused_alike"], report["auto_fits"], report["families"])
     print(counts)
     shown = json.dumps(report["mismatches"][:3], indent=1, default=str)
     assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
     assert report["rejected"] == [], report["rejected"][:3]
     assert report["compared"] >= CASES // 2, counts
-    assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4"} <= set(report["families"]), counts
+    assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4", "gdn"} <= set(report["families"]), counts
     assert 0 < report["boot_failures"] < report["compared"], counts
     assert 0 < report["length_refusals"] < report["boot_failures"], counts
     # auto-fit came in 0.14: before, both sides refuse it
@@ -73,8 +72,9 @@ def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, releas
 
 def test_the_comparison_catches_an_off_by_one(tmp_path):
     perturbed = run(tmp_path, "0.26.0", "--perturb", "num_blocks")
-    # a boot the release refuses has no blocks to compare
-    assert len(perturbed["mismatches"]) == perturbed["compared"] - perturbed["boot_failures"] > 0
+    # every boot has blocks to compare, and so has a boot refused after its blocks are counted (the
+    # CUDA graph check on Mamba blocks); one refused before has none
+    assert perturbed["compared"] - perturbed["boot_failures"] < len(perturbed["mismatches"]) < perturbed["compared"]
     assert {mismatch["field"] for mismatch in perturbed["mismatches"]} == {"num_blocks"}
 
 

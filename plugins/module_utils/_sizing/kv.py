@@ -441,6 +441,10 @@ class _Options:
         self.in_flight_tokens = (2 if self.since("0.26") else 1) * self.max_num_batched_tokens
         # 0.29: the admission check holds back the null block the block pool keeps.
         self.null_blocks_held = 1 if self.since("0.29") else 0
+        gdn = model["attention"] == "gated_delta_net"
+        if gdn:
+            _check_gdn_release(model, self)
+        self.gdn_prefix_caching = gdn and _gdn_prefix_caching(self)
 
     def since(self, version):
         """Whether the modelled release is ``version`` (``"0.26"``) or later."""
@@ -499,11 +503,55 @@ def _check_tensor_parallel(model, options):
                                 % (linear["num_value_heads"], conv_dim), tp)
 
 
+# The release that first serves each Gated DeltaNet model type (Qwen3-Next: every modelled one);
+# registry.py: the Qwen3.5 wrappers (multimodal classes) in 0.17, the text-only classes in 0.27.
+_GDN_SERVED_FROM = {"qwen3_5": "0.17", "qwen3_5_moe": "0.17", "qwen3_5_text": "0.27",
+                    "qwen3_5_moe_text": "0.27"}
+
+
+def _check_gdn_release(model, options):
+    """A GDN model the release does not register, refused in one line."""
+    served_from = _GDN_SERVED_FROM.get(model["model_type"])
+    if served_from and not options.since(served_from):
+        raise options.error("model_type", "a model vLLM %s serves (%s came in %s)"
+                            % (options.release["release"], model["model_type"], served_from),
+                            model["model_type"])
+
+
+def _gdn_prefix_caching(options):
+    """MambaModelConfig.verify_and_update_config: before 0.15 prefix caching is turned off for
+    a model without Mamba prefix caching (Qwen3-Next, Qwen3.5); from 0.15 it runs in 'align'
+    mode, which 0.15 and 0.16 refuse with speculative decoding."""
+    if not options.prefix_caching or not options.since("0.15"):
+        return False
+    if options.num_spec and not options.since("0.17"):
+        raise KVSizingError("%snum_speculative_tokens: vLLM %s refuses speculative decoding "
+                            "with prefix caching on a GDN hybrid (\"Mamba cache mode 'align' is "
+                            "currently not compatible with speculative decoding\"); set "
+                            "enable_prefix_caching: false or use 0.17 or later"
+                            % (_prefix(options.seat), options.release["release"]))
+    return True
+
+
+def _gdn_kernel_alignment(model, options, backend, block_size):
+    """The block multiple the attention block of a GDN hybrid is rounded to: from 0.20 the
+    platform's max(smallest kernel block, block size); before, HybridAttentionMambaModelConfig's
+    16, which 0.11 to 0.17 raise to 32 on Blackwell (SM100) for FlashInfer's 256-wide heads."""
+    if options.since("0.20"):
+        return max(min(backend.bases()), block_size)
+    head_size = next(layer for layer in model["layers"]
+                     if layer["kind"] != "linear_attention")["head_size"]
+    if options.since("0.11") and not options.since("0.18") and options.sm // 10 == 10 \
+            and head_size == 256:
+        return 32
+    return 16
+
+
 def _gdn_checkpoint_alignment(model, options):
-    """qwen_gdn_linear_attn._resolve_gdn_prefill_backend: FlashInfer's GDN prefill (SM90, or
-    SM100/SM120 with 128-wide keys on CUDA 13, which vLLM 0.33's cu13 wheel is) checkpoints
+    """qwen_gdn_linear_attn._resolve_gdn_prefill_backend (0.33): FlashInfer's GDN prefill (SM90,
+    or SM100/SM120 with 128-wide keys on CUDA 13, which vLLM 0.33's cu13 wheel is) checkpoints
     mid-prefill states every 64 tokens (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)."""
-    if not options.prefix_caching:
+    if not options.gdn_prefix_caching or not options.since("0.33"):
         return None
     family = options.sm // 10
     if family == 9 or (family in (10, 12) and model["linear_attention"]["key_head_dim"] == 128):
@@ -512,15 +560,16 @@ def _gdn_checkpoint_alignment(model, options):
 
 
 def _mamba_state_bytes(model, options):
-    """MambaStateShapeCalculator.gated_delta_net_state_shape + gated_delta_net_state_dtype."""
+    """MambaStateShapeCalculator.gated_delta_net_state_shape + gated_delta_net_state_dtype
+    (which reads --mamba-ssm-cache-dtype from 0.17; before, both states take the conv dtype)."""
     linear, tp = model["linear_attention"], options.tp
     conv_dim = (2 * linear["num_key_heads"] * linear["key_head_dim"]
                 + linear["num_value_heads"] * linear["value_head_dim"]) // tp
     conv_bytes = options.model_dtype_bytes if options.mamba_cache_dtype == "auto" \
         else _DTYPE_BYTES[options.mamba_cache_dtype]
-    ssm_dtype = options.mamba_ssm_cache_dtype
+    ssm_dtype = options.mamba_ssm_cache_dtype if options.since("0.17") else "auto"
     if ssm_dtype == "auto" and model["mamba_ssm_dtype"]:
-        ssm_dtype = model["mamba_ssm_dtype"]  # Qwen3.5: the config's mamba_ssm_dtype
+        ssm_dtype = model["mamba_ssm_dtype"]  # Qwen3.5's config check (0.17 on): its mamba_ssm_dtype
     ssm_bytes = conv_bytes if ssm_dtype == "auto" else _DTYPE_BYTES[ssm_dtype]
     conv = (linear["conv_kernel"] - 1 + options.num_spec) * conv_dim * conv_bytes
     ssm = (linear["num_value_heads"] // tp) * linear["value_head_dim"] \
@@ -568,10 +617,11 @@ def _block_size(model, options, backend, attn_per_token):
     kernel_block = min(backend.bases())
     # Attention blocks must hold the whole Mamba state per page, start on a kernel block and,
     # in align mode, on a prefill checkpoint boundary.
-    alignment = math.lcm(max(kernel_block, block_size),
+    alignment = math.lcm(_gdn_kernel_alignment(model, options, backend, block_size),
                          _gdn_checkpoint_alignment(model, options) or 1)
     attn_block = alignment * _cdiv(state_bytes, alignment * attn_per_token)
-    attn_block = kernel_block * _cdiv(attn_block, kernel_block)
+    if options.since("0.20"):  # the platform's alignment also rounds to a kernel block
+        attn_block = kernel_block * _cdiv(attn_block, kernel_block)
     block_size = max(block_size, attn_block)
     padded = block_size * attn_per_token
     return block_size, (padded if padded != state_bytes else None), state_bytes
@@ -593,8 +643,10 @@ def _layer_specs(model, options, max_model_len):
         * options.kv_bytes
     block_size, mamba_padded, state_bytes = _block_size(model, options, backend, attn_per_token)
     gdn_alignment = _gdn_checkpoint_alignment(model, options) if state_bytes else None
-    mamba_pages = (2 + options.num_spec + (1 if gdn_alignment else 0)) \
-        if options.prefix_caching else 1 + options.num_spec
+    if options.gdn_prefix_caching:  # 'align' mode
+        mamba_pages = 2 + options.num_spec + (1 if gdn_alignment else 0)
+    else:  # one state per request; the draft tokens' states count from 0.15
+        mamba_pages = 1 + (options.num_spec if options.since("0.15") else 0)
     specs = []
     layers = list(model["layers"])
     if options.num_spec:  # MTP drafter layers: full attention, same geometry as the target's
@@ -603,7 +655,7 @@ def _layer_specs(model, options, max_model_len):
         if "kv_shared_with" in layer:
             continue  # attn_utils.get_kv_cache_spec: KV-sharing layers own no cache
         if layer["kind"] == "linear_attention":
-            specs.append(_Spec("mamba", block_size if options.prefix_caching else max_model_len,
+            specs.append(_Spec("mamba", block_size if options.gdn_prefix_caching else max_model_len,
                                page_padded=mamba_padded, state_bytes=state_bytes,
                                mamba_pages=mamba_pages))
             continue
@@ -755,7 +807,9 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         else num_blocks // len(plan.groups) * plan.block_size
     capacity_line = ("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per "
                      "request: {:.2f}x".format(tokens, max_model_len, concurrency))
-    if not errors and plan.has_mamba and not opts.enforce_eager \
+    # 0.20 refuses a FULL decode graph with more sequences than Mamba blocks (0.18 and 0.19 cap
+    # the capture sizes instead)
+    if not errors and plan.has_mamba and not opts.enforce_eager and opts.since("0.20") \
             and opts.max_num_seqs > num_blocks:
         errors.append(
             "max_num_seqs (%d) exceeds available Mamba cache blocks (%d). Each decode sequence "

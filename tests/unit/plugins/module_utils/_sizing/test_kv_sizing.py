@@ -518,3 +518,47 @@ def test_before_0_18_the_mla_backend_forces_its_block_size():
     assert block("0.17.1", "b200") == 64 and block("0.14.1", "b200") == 128, "FlashInfer MLA from 0.15, CUTLASS before"
     assert block("0.17.1", "a100") == 16
     assert block("0.11.2", "h100", block_size=128) == 128 and block("0.10.2", "h100", block_size=128) == 64
+
+
+def gdn_groups(version, **options):
+    result = evaluate("qwen3-next-80b-a3b", 32768, vllm_version=version, **options)
+    mamba = result["groups"][0]
+    assert mamba["kind"] == "mamba", result["groups"]
+    return result["block_size"], mamba["block_size"], mamba["pages_per_request"]
+
+
+def test_a_gdn_hybrid_caches_prefixes_from_0_15_and_checkpoints_them_from_0_33():
+    # before 0.15 prefix caching is off for Qwen3-Next: one state per request, draft tokens or not
+    assert gdn_groups("0.14.1") == (544, 32768, 1)
+    assert gdn_groups("0.14.1", num_speculative_tokens=2) == (560, 32768, 1)
+    # 'align' mode: two states, one more per draft token (0.17; 0.15 and 0.16 refuse the pair)
+    assert gdn_groups("0.15.1") == (544, 544, 2)
+    assert gdn_groups("0.17.1", num_speculative_tokens=2) == (560, 560, 4)
+    with pytest.raises(KVSizingError, match=r"^seat s: num_speculative_tokens: vLLM 0\.16\.0 refuses speculative "
+                                            r"decoding with prefix caching on a GDN hybrid"):
+        evaluate("qwen3-next-80b-a3b", 32768, vllm_version="0.16.0", num_speculative_tokens=1, seat="s")
+    # 0.33's FlashInfer prefill checkpoints every 64 tokens: a 576-token block and a third state
+    assert (gdn_groups("0.32.0"), gdn_groups("0.33.0")) == ((544, 544, 2), (576, 576, 3))
+
+
+def test_the_mamba_ssm_cache_dtype_counts_from_0_17():
+    assert gdn_groups("0.16.0", mamba_ssm_cache_dtype="float32") == gdn_groups("0.16.0")
+    assert gdn_groups("0.17.1", mamba_ssm_cache_dtype="float32")[0] == 1056 != gdn_groups("0.17.1")[0]
+
+
+def test_more_sequences_than_mamba_blocks_fail_the_boot_from_0_20():
+    assert evaluate("qwen3-next-80b-a3b", 32768, vllm_version="0.19.1", max_num_seqs=1024)["boot_ok"]
+    refused = evaluate("qwen3-next-80b-a3b", 32768, vllm_version="0.20.2", max_num_seqs=1024)
+    assert refused["boot_error"].startswith("max_num_seqs (1024) exceeds available Mamba cache blocks (642).")
+
+
+def test_qwen3_5_is_refused_by_the_releases_that_do_not_serve_it():
+    wrapper = config("qwen3.5-9b")
+    text_only = dict(wrapper["text_config"], architectures=["Qwen3_5ForCausalLM"])
+    for model_config, model_type, last_without, first_with in ((wrapper, "qwen3_5", "0.16.0", "0.17.1"),
+                                                              (text_only, "qwen3_5_text", "0.26.0", "0.27.1")):
+        with pytest.raises(KVSizingError) as refused:
+            evaluate_kv_budget(model_config, 32768, EIGHT_G, seat="s", vllm_version=last_without)
+        assert str(refused.value) == "seat s: model_type: expected a model vLLM %s serves (%s came in %s), got %r" % (
+            last_without, model_type, first_with[:4], model_type)
+        assert evaluate_kv_budget(model_config, 32768, EIGHT_G, vllm_version=first_with)["block_size"] == 528
