@@ -486,8 +486,8 @@ class Harness:
         self.models_config_map = {}
         for node in tree.body:
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(getattr(t, "id", "") == "MODELS_CONFIG_MAP"
-                                                                      for t in targets):
+            names = {getattr(target, "id", "") for target in targets}
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and "MODELS_CONFIG_MAP" in names:
                 self.models_config_map = {key.value: value.id for key, value in zip(node.value.keys, node.value.values)
                                           if isinstance(value, ast.Name)}
         for name in ("MambaModelConfig", "HybridAttentionMambaModelConfig", "Qwen3_5ForConditionalGenerationConfig",

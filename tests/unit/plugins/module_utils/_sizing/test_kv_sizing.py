@@ -555,8 +555,8 @@ def test_more_sequences_than_mamba_blocks_fail_the_boot_from_0_20():
 def test_qwen3_5_is_refused_by_the_releases_that_do_not_serve_it():
     wrapper = config("qwen3.5-9b")
     text_only = dict(wrapper["text_config"], architectures=["Qwen3_5ForCausalLM"])
-    for model_config, model_type, last_without, first_with in ((wrapper, "qwen3_5", "0.16.0", "0.17.1"),
-                                                              (text_only, "qwen3_5_text", "0.26.0", "0.27.1")):
+    cases = ((wrapper, "qwen3_5", "0.16.0", "0.17.1"), (text_only, "qwen3_5_text", "0.26.0", "0.27.1"))
+    for model_config, model_type, last_without, first_with in cases:
         with pytest.raises(KVSizingError) as refused:
             evaluate_kv_budget(model_config, 32768, EIGHT_G, seat="s", vllm_version=last_without)
         assert str(refused.value) == "seat s: model_type: expected a model vLLM %s serves (%s came in %s), got %r" % (
