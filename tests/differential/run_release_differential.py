@@ -43,7 +43,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releas
 )
 
 COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error",
-            "max_num_batched_tokens", "max_num_seqs", "max_model_len")
+            "max_num_batched_tokens", "max_num_seqs", "max_model_len", "attention_backend", "block_size")
 # What the release's platform says of each card (as the 0.33 harness's).
 GPUS = {name: (int(profile["memory_gib"] * (1 << 30)), profile["name"])
         for name, profile in _kv_sizing.GPU_PROFILES.items()}
@@ -80,7 +80,15 @@ def release_inputs(case, mine, release):
         "user_block_size": case["options"]["block_size"], "num_speculative_tokens": opts.num_spec,
         "mamba_cache_dtype": case["options"]["mamba_cache_dtype"],
         "mamba_ssm_cache_dtype": case["options"]["mamba_ssm_cache_dtype"],
-        "enforce_eager": case["options"]["enforce_eager"], "gpu": case["options"]["gpu"]}
+        "enforce_eager": case["options"]["enforce_eager"], "gpu": case["options"]["gpu"],
+        "kv_dtype_setting": opts.kv_cache_dtype}
+
+
+def their_mla_backend(harness, case, options):
+    """The MLA backend the release picks (0.18 on), as ``(name, None)``, or ``(None, its error)``
+    where none takes the model."""
+    name = harness.attention_backend(case["truth"], options, options["capability"], case["truth"]["layers"][0])
+    return (None, name) if name.startswith("ValueError") else (name, None)
 
 
 def their_max_len(harness, case, length):
@@ -101,6 +109,11 @@ def refused_alike(harness, case, release, error):
     Mamba cache mode its config checks refuse."""
     if "cannot boot it" in error:
         return their_max_len(harness, case, 1)[1] in ("KeyError", "TypeError")
+    if "an MLA attention backend of vLLM" in error:
+        truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
+                                                   LATEST), LATEST)
+        return harness.select is not None and their_mla_backend(harness, case, dict(
+            options, kv_dtype_setting=case["options"]["kv_cache_dtype"]))[1] is not None
     if case["family"] == "gdn" and ("model_type: expected a model vLLM" in error
                                     or "not compatible with speculative decoding" in error):
         truth, options = release_inputs(case, ours(case, LATEST), LATEST)  # the config checks come first
@@ -108,6 +121,23 @@ def refused_alike(harness, case, release, error):
                                          options["capability"])
     return case["options"]["max_model_len"] == "auto" and "auto-fit, which came in 0.14" in error and \
         parse_version(release) < (0, 14, 0)
+
+
+def their_plan(harness, case, mine, truth, options):
+    """The release's numbers for a case it boots past the model config; from 0.18 an MLA model
+    gets the backend the release picks and the block size its platform settles on (a model of
+    other attention takes ours, which the release's selection does not always agree with:
+    docs/kv-sizing.md)."""
+    if not harness.select or case["family"] != "mla":
+        return run_case(harness, truth, options)
+    backend, error = their_mla_backend(harness, case, options)
+    if error:
+        return {"boot_ok": False, "boot_error": error}
+    options = dict(options, backend=backend)
+    options["block_size"] = harness.mla_block_size(truth, options, backend)
+    theirs = run_case(harness, truth, options)
+    theirs.update(attention_backend=backend, block_size=options["block_size"])
+    return theirs
 
 
 def run_release(release, count, seed, cache, perturb=None):
@@ -136,7 +166,7 @@ def run_release(release, count, seed, cache, perturb=None):
             truth, options = release_inputs(case, mine, release)
             if auto:  # the engine fits the length the model config derived
                 options.update(max_model_len=length, original_max_model_len=-1)
-            theirs = run_case(harness, truth, options)
+            theirs = their_plan(harness, case, mine, truth, options)
             limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
                                           length, case["options"]["max_num_batched_tokens"],
                                           case["options"]["max_num_seqs"])

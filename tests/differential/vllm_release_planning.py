@@ -6,11 +6,13 @@ Every release from 0.10.2 to 0.32 keeps its planning in two files, imported whol
 text and estimated length, the capacity line as the release logs it). 0.33 moved the planning to
 ``v1/core/kv_cache_planning.py``; vllm_planning.py runs it with the rest of 0.33's boot path.
 
-Stand-ins, kept to what cannot run here: every other ``vllm`` module is an empty module whose
-names are inert placeholders, ``torch`` has dtype objects and their sizes, the configs hold
-plain values (a feature the case does not set reads as off), and the logger records what the
-release logs. The case's block size and batch limits are inputs: which attention backend a
-release picks needs a GPU.
+Stand-ins, kept to what cannot run here: every other ``vllm`` module (and every package beside
+the standard library that vLLM imports) is an empty module whose names are inert placeholders,
+``torch`` has dtype objects and their sizes, the configs hold plain values (a feature the case
+does not set reads as off), and the logger records what the release logs. From 0.18 an MLA
+model's backend is the one the release's own selection picks (SELECTION_MODULES) and its block
+size the one its platform settles on; otherwise the backend and the block size are ours, given
+as inputs.
 
 ``run_case`` returns what the release computes: bytes per block, num_blocks, tokens,
 concurrency and the boot verdict with the release's error text.
@@ -22,6 +24,7 @@ import ast
 import contextlib
 import copy
 import dataclasses
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -81,6 +84,23 @@ PLATFORM = "vllm/platforms/interface.py"
 TORCH_UTILS = ("vllm/utils/torch_utils.py", "vllm/utils/__init__.py")
 DISTRIBUTED_UTILS = "vllm/distributed/utils.py"
 COMPILATION = "vllm/config/compilation.py"
+# Which MLA backend a release picks (0.18 on, where the block size follows the backend): the
+# CUDA platform's priority list and each backend's validate_configuration, run from the
+# release's own backend modules, imported whole. Stand-ins for what the CUDA wheel and its image
+# hold: every compiled extension imports (FA2, FA3, FlashMLA, ...), FlashInfer is installed; a
+# backend whose module is not read here (the sparse ones) cannot be imported.
+CUDA_PLATFORM = "vllm/platforms/cuda.py"
+SELECTOR = "vllm/v1/attention/selector.py"
+BACKEND_REGISTRY = "vllm/v1/attention/backends/registry.py"
+SELECTION_MODULES = (
+    "vllm/v1/attention/backend.py", BACKEND_REGISTRY, "vllm/v1/attention/backends/fa_utils.py",
+    "vllm/vllm_flash_attn/flash_attn_interface.py", "vllm/utils/flashinfer.py", "vllm/v1/attention/ops/flashmla.py",
+    "vllm/v1/attention/backends/mla/flashattn_mla.py", "vllm/v1/attention/backends/mla/flashmla.py",
+    "vllm/v1/attention/backends/mla/flashinfer_mla.py", "vllm/v1/attention/backends/mla/cutlass_mla.py",
+    "vllm/v1/attention/backends/mla/triton_mla.py", "vllm/model_executor/layers/attention/mla_attention.py")
+# where the wheel has FA4 (the FA version check looks for this file)
+FA4_INTERFACE = "vllm/vllm_flash_attn/cute/interface.py"
+SELECTION_FROM = (0, 18)
 PLATFORM_BLOCK_METHODS = ("update_block_size_for_backend", "_align_hybrid_block_size",
                           "_preferred_block_size_for_backends", "_check_aligned_block_size",
                           "_get_indexer_block_alignment")
@@ -99,6 +119,7 @@ def _wanted():
     return set(REAL_MODULES) | set(MAX_LEN_CHECK) | \
         {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS, ATTENTION_BACKEND} | \
         {MODEL_REGISTRY, MODELS_CONFIG, MAMBA_UTILS, QWEN3_NEXT, MAMBA_BASE, PLATFORM, DISTRIBUTED_UTILS, COMPILATION} | \
+        {CUDA_PLATFORM, SELECTOR, FA4_INTERFACE} | set(SELECTION_MODULES) | \
         set(ATTENTION_LAYER) | set(TORCH_UTILS) | \
         {path for paths in HELPERS.values() for path in paths}
 
@@ -162,14 +183,19 @@ class _StubModule(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Real modules from the release's source; every other ``vllm`` module a stub."""
 
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, root, real):
+        self.root, self.real = root, set(real)
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "vllm" and not fullname.startswith("vllm."):
+            # what vLLM imports beside the standard library (torch's submodules, FlashInfer, tqdm,
+            # requests) is a stub, as the rest of vLLM is; what this harness imported stays real
+            parent = sys.modules.get(fullname.rpartition(".")[0])
+            if isinstance(parent, _StubModule) or ("." not in fullname and fullname not in sys.stdlib_module_names):
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
             return None
         source = self.root / (fullname.replace(".", "/") + ".py")
-        if source.as_posix()[len(self.root.as_posix()) + 1:] in REAL_MODULES and source.exists():
+        if source.as_posix()[len(self.root.as_posix()) + 1:] in self.real and source.exists():
             return importlib.util.spec_from_file_location(fullname, source)
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
@@ -292,7 +318,16 @@ class _Platform:
         self.memory, self.name, self.capability = memory, name, tuple(capability)
 
     def get_device_capability(self, *args):
+        interface = sys.modules.get("vllm.platforms.interface")
+        capability = getattr(interface, "DeviceCapability", None)
+        if isinstance(capability, type) and hasattr(capability, "_fields"):
+            return capability(*self.capability)
         return _Config(major=self.capability[0], minor=self.capability[1])
+
+    def has_device_capability(self, capability):
+        if isinstance(capability, int):
+            capability = divmod(capability, 10)
+        return self.capability >= tuple(capability)
 
     def is_device_capability(self, capability):
         if isinstance(capability, int):
@@ -311,10 +346,20 @@ class _Platform:
     def check_max_model_len(self, max_model_len):  # Platform's, which CUDA keeps
         return max_model_len
 
+    def register_custom_kv_cache_specs(self, vllm_config):  # CUDA registers none
+        return None
+
+    def fp8_dtype(self):
+        return sys.modules["torch"].float8_e4m3fn
+
+    device_type = "cuda"
+
     def __getattr__(self, name):
         if name.startswith("is_"):
             return lambda *args: name == "is_cuda"
-        raise AttributeError(name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(name)()  # what else a module asks the platform at import (dispatch keys, ...)
 
 
 class Harness:
@@ -328,7 +373,16 @@ class Harness:
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
         sys.modules["torch"] = self.torch = _make_torch()
-        sys.meta_path.insert(0, _Finder(source_root))
+        sys.meta_path.insert(0, _Finder(source_root, REAL_MODULES + SELECTION_MODULES))
+        # the card the backends ask about, one object they all import (set per case)
+        self.platform = _Platform(0, "cuda")
+        importlib.import_module("vllm.platforms").current_platform = self.platform
+        importlib.import_module("vllm.utils.import_utils").resolve_obj_by_qualname = _resolve_qualname
+        # the config the backends read while one is being picked (set per case)
+        self.current_config = None
+        config_module = importlib.import_module("vllm.config")
+        config_module.get_current_vllm_config = config_module.get_current_vllm_config_or_none = \
+            lambda: self.current_config
         sys.modules["vllm.envs"] = _Envs("vllm.envs")
         logger_module = _StubModule("vllm.logger")
         logger_module.init_logger = lambda name: _Logger(logger, {})
@@ -349,6 +403,12 @@ class Harness:
         helpers["GiB_bytes"] = GIB
         for module in ("vllm.utils", "vllm.utils.math_utils", "vllm.utils.mem_utils", "vllm.utils.torch_utils"):
             importlib.import_module(module).__dict__.update(helpers)
+        # what the backends' KV dtype checks ask (a KV dtype that is quantized; no custom handlers)
+        torch_utils = source_root / TORCH_UTILS[0]
+        if torch_utils.exists() and "def is_quantized_kv_cache" in torch_utils.read_text():
+            importlib.import_module("vllm.utils.torch_utils").is_quantized_kv_cache = _cut(
+                torch_utils, "is_quantized_kv_cache")
+        importlib.import_module("vllm.config.cache").get_kv_cache_dtype_handler = lambda name: None
         self.modules = {}
         for relative in REAL_MODULES:
             if (source_root / relative).exists():
@@ -362,6 +422,7 @@ class Harness:
         self._load_max_len_check()
         self._load_attention_spec()
         self._load_hybrid()
+        self._load_selection()
         self.config_properties = {}
         if (source_root / VLLM_CONFIG).exists():
             for name in ("max_concurrent_batches", "max_in_flight_tokens"):
@@ -439,13 +500,7 @@ class Harness:
         served by ``backend_name`` (its declared kernel block sizes, as the 0.33 harness's)."""
         if self.attention_spec is None:
             return block_size
-        kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
-        multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf  # a stand-in before 0.18
-        declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
-        backend = type(backend_name, (), {
-            "is_mla": staticmethod(lambda: False), "get_name": staticmethod(lambda: backend_name),
-            "customize_spec": staticmethod(lambda spec, *args: spec),
-            "get_supported_kernel_block_sizes": staticmethod(lambda *args: list(declared))})
+        backend = self._attention_backend_class(backend_name)
         attention = _Config(attn_type="decoder", sliding_window=layer["window"], attn_backend=backend,
                             num_kv_heads=max(1, layer["kv_heads"] // tp), head_size=layer["head_size"],
                             head_size_v=layer["head_size"], kv_cache_torch_dtype=kv_dtype, kv_cache_dtype=cache_dtype)
@@ -522,13 +577,105 @@ class Harness:
                                           {"Enum": __import__("enum").Enum})
             importlib.import_module("vllm.v1.attention.backend").AttentionCGSupport = self.cg_support
 
+    def _load_selection(self):
+        """The CUDA platform's backend selection and the MLA backends it ranks (SELECTION_MODULES)."""
+        self.select = None
+        if packaging.version.Version(self.version).release[:2] < SELECTION_FROM:
+            return
+        interface = importlib.import_module("vllm.platforms.interface")
+        interface.DeviceCapability = self.device_capability = _cut_method(
+            self.root / PLATFORM, "DeviceCapability", None, {"NamedTuple": __import__("typing").NamedTuple,
+                                                              "Any": object})
+        quiet = logging.getLogger("vllm-release-selection")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+        self.selector_config = _cut_method(self.root / SELECTOR, "AttentionSelectorConfig", None,
+                                           {"NamedTuple": __import__("typing").NamedTuple, "AttentionType": _Config(
+                                               DECODER="decoder")})
+        registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
+        ns = {"AttentionBackendEnum": registry.AttentionBackendEnum, "logger": _Logger(quiet, {}), "cache": functools.cache,
+              "DeviceCapability": self.device_capability}
+        ns["NamedTuple"] = __import__("typing").NamedTuple
+        for node in ast.parse((self.root / CUDA_PLATFORM).read_text()).body:  # what cuda.py imports by name
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm."):
+                module = importlib.import_module(node.module)
+                ns.update({alias.asname or alias.name: getattr(module, alias.name) for alias in node.names
+                           if (alias.asname or alias.name) not in ns})
+        for name in ("_get_backend_priorities", "_get_attn_backend_class", "_backend_cls_path"):
+            _cut(self.root / CUDA_PLATFORM, name, ns)
+        _cut_method(self.root / CUDA_PLATFORM, "_BackendCandidate", None, ns)
+        methods = {name: classmethod(_cut_method(self.root / CUDA_PLATFORM, "CudaPlatformBase", name, ns))
+                   for name in ("get_valid_backends", "get_attn_backend_cls")}
+        methods.update(device_name="cuda", get_device_capability=classmethod(
+            lambda cls, *args: self.platform.get_device_capability()))
+        self.select = type("CudaPlatform", (), methods).get_attn_backend_cls
+        self.cached = [function for module in list(sys.modules.values())
+                       if getattr(module, "__name__", "").startswith("vllm.")
+                       for function in vars(module).values() if isinstance(function, functools._lru_cache_wrapper)]
+
+    def attention_backend(self, truth, options, capability, layer):
+        """The backend the release picks for an MLA ``layer`` on a card of ``capability``: its
+        name, or "ValueError: ..." where none is valid."""
+        self.platform.capability = tuple(capability)
+        for function in self.cached:  # FA versions and the like are cached per process
+            function.cache_clear()
+        tp = options["tensor_parallel_size"]
+        self.current_config = _Config(
+            model_config=_Config(hf_text_config=_Config(qk_nope_head_dim=(truth.get("mla") or {}).get("nope")),
+                                 get_num_attention_heads=lambda parallel: truth["heads"] // tp,
+                                 get_head_size=lambda: layer["head_size"], dtype=getattr(self.torch, truth["dtype"]),
+                                 get_num_kv_heads=lambda parallel: 1 if layer["kind"] == "mla"
+                                 else max(1, layer["kv_heads"] // tp)),
+            parallel_config=_Config(tensor_parallel_size=tp, decode_context_parallel_size=1, prefill_context_parallel_size=1,
+                                    pipeline_parallel_size=1), attention_config=_Config(),
+            cache_config=_Config(cache_dtype=options["kv_dtype_setting"]))
+        fields = {"head_size": layer["head_size"], "dtype": getattr(self.torch, truth["dtype"]),
+                  "kv_cache_dtype": options["kv_dtype_setting"], "block_size": options["user_block_size"],
+                  "use_mla": layer["kind"] == "mla", "has_sink": bool(truth.get("sinks")), "use_sparse": False,
+                  "use_mm_prefix": False, "attn_type": "decoder", "has_sliding_window": bool(layer.get("window"))}
+        config = self.selector_config(**{name: value for name, value in fields.items()
+                                         if name in self.selector_config._fields})
+        try:
+            path = _call(self.select, selected_backend=None, attn_selector_config=config,
+                         num_heads=truth["heads"] // options["tensor_parallel_size"])
+        except ValueError as exc:
+            return "ValueError: %s" % exc
+        return _resolve_qualname(path).get_name()
+
+    def mla_block_size(self, truth, options, backend_name):
+        """The block size the release's platform settles on for an MLA model once its selection
+        picked ``backend_name`` (0.18 on): the backend's preference unless --block-size."""
+        backend = self._release_backend_class(backend_name)
+        user = options["user_block_size"]
+        cache_config = _Config(block_size=user or 16, user_specified_block_size=user is not None,
+                               cache_dtype=options["kv_dtype_setting"])
+        reference = next(layer for layer in truth["layers"] if not layer.get("shared"))
+        vllm_config = _Config(model_config=_Config(is_hybrid=False, use_mla=reference["kind"] == "mla"),
+                              cache_config=cache_config, parallel_config=_Config(
+                                  tensor_parallel_size=options["tensor_parallel_size"]))
+        importlib.import_module("vllm.config.vllm").get_layers_from_vllm_config = lambda *args: {
+            "model.layers.0": _Config(get_attn_backend=lambda: backend)}
+        self._platform_class(backend).update_block_size_for_backend(vllm_config)
+        return cache_config.block_size
+
+    def _platform_class(self, backend):
+        return type("CudaPlatform", (self.platform_cls,), {
+            "_find_non_ssm_backend": classmethod(lambda cls, config: backend),
+            "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
+
+    def _release_backend_class(self, backend_name):
+        """The release's own backend class (0.18 on), as its selection left the config it reads."""
+        registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
+        return registry.AttentionBackendEnum[backend_name].get_class()
+
     def _attention_backend_class(self, backend_name):
-        """The backend as the release's AttentionBackend methods see it, with the kernel block
-        sizes it declares (the 0.33 harness's table)."""
+        """A backend with the release's AttentionBackend methods and the kernel block sizes it
+        declares (the 0.33 harness's table)."""
         kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
         multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf
         declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
-        methods = {name: classmethod(found) for name, found in self.backend_methods.items()}
+        methods = {"customize_spec": staticmethod(lambda spec, *args: spec)}
+        methods.update({name: classmethod(found) for name, found in self.backend_methods.items()})
         methods.update(get_supported_kernel_block_sizes=staticmethod(lambda *args: list(declared)),
                        get_name=staticmethod(lambda: backend_name), is_mla=staticmethod(lambda: False),
                        is_ssm=staticmethod(lambda: False))
@@ -564,9 +711,8 @@ class Harness:
             speculative_config=_speculative_config(num_spec), num_speculative_tokens=num_spec,
             compilation_config=_Config())
         sys.modules["vllm.envs"].VLLM_USE_V1 = True
-        platform = _Platform(0, "cuda", capability)
-        for module in (self.hybrid_ns, importlib.import_module("vllm.platforms").__dict__):
-            module["current_platform"] = platform
+        self.platform.capability = tuple(capability)
+        self.hybrid_ns["current_platform"] = self.platform
         # VllmConfig.try_verify_and_update_config: the architecture's own checks, then the hybrid's
         own = self.models_config_map.get(options["architecture"])
         try:
@@ -578,11 +724,8 @@ class Harness:
         if cache_config.block_size is None:  # CudaPlatform.check_and_update_config before 0.18
             cache_config.block_size = 16
         if self.platform_cls is not None:  # the worker, once the model is loaded (0.18 on)
-            backend = self._attention_backend_class(options["backend"])
-            platform_cls = type("CudaPlatform", (self.platform_cls,), {
-                "_find_non_ssm_backend": classmethod(lambda cls, config: backend),
-                "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
-            platform_cls.update_block_size_for_backend(vllm_config)
+            self._platform_class(self._attention_backend_class(options["backend"])).update_block_size_for_backend(
+                vllm_config)
         layer = _Config(get_state_shape=lambda: self.model_cls.get_mamba_state_shape_from_config(vllm_config),
                         get_state_dtype=lambda: self.model_cls.get_mamba_state_dtype_from_config(vllm_config),
                         mamba_type="gdn_attn", is_kv_cache_tp_replicated=False)
@@ -720,6 +863,16 @@ def _vllm_config(harness, options, max_model_len):
         if name in harness.config_properties:
             setattr(config, name, harness.config_properties[name](config))
     return config
+
+
+def _resolve_qualname(qualname):
+    """vLLM's resolve_obj_by_qualname; a backend whose module is not read here is one the image
+    cannot import, which the selection skips."""
+    module, name = qualname.rsplit(".", 1)
+    found = importlib.import_module(module)
+    if isinstance(found, _StubModule):
+        raise ImportError("%s is not read by this harness" % module)
+    return getattr(found, name)
 
 
 def _speculative_config(num_spec):

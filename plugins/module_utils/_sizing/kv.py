@@ -175,14 +175,6 @@ def _attention_backend(sm, model, kv_dtype):
     """The first backend of vLLM's CUDA priority list that accepts this model (inferred from
     platforms/cuda.py and each backend's supports_*; not run on a GPU)."""
     quantized = kv_dtype.startswith("fp8")
-    if model["mla"]:
-        if sm // 10 == 9:
-            return _FLASHMLA if quantized else _FLASH_ATTN_MLA
-        if sm // 10 == 10:
-            if model["mla"]["qk_nope_head_dim"] in (64, 128, 192):
-                return _FLASHINFER_MLA
-            return _CUTLASS_MLA
-        return _TRITON_MLA
     if sm // 10 == 10:
         return _FLASHINFER
     if kv_dtype == "fp8_e5m2" or (quantized and sm // 10 != 9):
@@ -577,6 +569,41 @@ def _mamba_state_bytes(model, options):
     return conv + ssm
 
 
+# platforms/cuda.py _get_backend_priorities for MLA and what each MLA backend takes (its
+# supports_* and kernel block sizes), from 0.18 to 0.33: every one but Triton MLA needs
+# DeepSeek's 576-wide latent heads; none takes an fp8_e5m2 cache.
+_MLA_PRIORITIES = {10: (_FLASHINFER_MLA, _CUTLASS_MLA, _FLASH_ATTN_MLA, _FLASHMLA, _TRITON_MLA),
+                   12: (_TRITON_MLA,)}
+_MLA_DEFAULT_PRIORITIES = (_FLASH_ATTN_MLA, _FLASHMLA, _FLASHINFER_MLA, _TRITON_MLA)
+_MLA_FAMILY = {"FLASH_ATTN_MLA": 9, "FLASHMLA": 9, "FLASHINFER_MLA": 10, "CUTLASS_MLA": 10}
+
+
+def _mla_backend_takes(backend, model, options):
+    if backend is _TRITON_MLA:
+        return True
+    mla = model["mla"]
+    if mla["kv_lora_rank"] + mla["qk_rope_head_dim"] != 576 or options.sm // 10 != _MLA_FAMILY[backend.name]:
+        return False
+    if options.user_block_size is not None and not backend.supports(options.user_block_size):
+        return False
+    if backend is _FLASH_ATTN_MLA:
+        return not options.kv_cache_dtype.startswith("fp8")
+    # FlashInfer MLA's nope heads: 64 or 128, and 192 from 0.19
+    return backend is not _FLASHINFER_MLA or mla["qk_nope_head_dim"] in (
+        (64, 128, 192) if options.since("0.19") else (64, 128))
+
+
+def _mla_backend(options, model):
+    """The first MLA backend of the release's CUDA priority list that takes the model (0.18 on),
+    or a refusal where none does (vLLM: "No valid attention backend found")."""
+    if options.kv_cache_dtype == "fp8_e5m2":
+        raise options.error("kv_cache_dtype", "a KV cache dtype an MLA attention backend of vLLM %s "
+                            "takes (auto, bfloat16, fp8, fp8_e4m3)" % options.release["release"],
+                            options.kv_cache_dtype)
+    priorities = _MLA_PRIORITIES.get(options.sm // 10, _MLA_DEFAULT_PRIORITIES)
+    return next(backend for backend in priorities if _mla_backend_takes(backend, model, options))
+
+
 def _mla_backend_before_0_18(options, model):
     """platforms/cuda.py check_and_update_config before 0.18: FlashMLA on Hopper; on Blackwell
     CUTLASS MLA, or FlashInfer MLA for 128-wide nope heads from 0.15; Triton MLA elsewhere."""
@@ -632,8 +659,11 @@ def _layer_specs(model, options, max_model_len):
     if options.num_spec and model["attention"] != "gated_delta_net":
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
-    backend = _attention_backend(options.sm, model, options.kv_cache_dtype)
-    if model["mla"] and not options.since("0.18"):
+    if not model["mla"]:
+        backend = _attention_backend(options.sm, model, options.kv_cache_dtype)
+    elif options.since("0.18"):
+        backend = _mla_backend(options, model)
+    else:
         backend = _mla_backend_before_0_18(options, model)
     stride_base = backend.stride_alignment_base()
     attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]

@@ -562,3 +562,32 @@ def test_qwen3_5_is_refused_by_the_releases_that_do_not_serve_it():
         assert str(refused.value) == "seat s: model_type: expected a model vLLM %s serves (%s came in %s), got %r" % (
             last_without, model_type, first_with[:4], model_type)
         assert evaluate_kv_budget(model_config, 32768, EIGHT_G, vllm_version=first_with)["block_size"] == 528
+
+
+def mla_pick(model_config, version, **options):
+    result = evaluate_kv_budget(model_config, 32768, EIGHT_G, vllm_version=version, **options)
+    return result["attention_backend"], result["block_size"]
+
+
+def test_from_0_18_an_mla_model_takes_the_first_backend_that_serves_it():
+    wide = config("deepseek-v2-lite")  # 512 + 64: the 576-wide latent heads the fast kernels need
+    narrow = dict(wide, kv_lora_rank=256, qk_rope_head_dim=32)
+    for version in ("0.18.1", "0.26.0", "0.33.0"):
+        assert mla_pick(wide, version) == ("FLASH_ATTN_MLA", 16)
+        assert mla_pick(wide, version, kv_cache_dtype="fp8") == ("FLASHMLA", 64)
+        # a --block-size FlashMLA cannot split, or heads it has no kernel for: Triton MLA
+        assert mla_pick(wide, version, kv_cache_dtype="fp8", block_size=16) == ("TRITON_MLA", 16)
+        assert mla_pick(narrow, version) == mla_pick(narrow, version, gpu="b200") == ("TRITON_MLA", 16)
+    assert mla_pick(narrow, "0.17.1") == ("FLASHMLA", 64), "0.17 forces FlashMLA on Hopper"
+    # FlashInfer MLA takes 192-wide nope heads from 0.19; before, B200 falls to CUTLASS MLA
+    nope_192 = dict(wide, qk_nope_head_dim=192)
+    assert mla_pick(nope_192, "0.18.1", gpu="b200") == ("CUTLASS_MLA", 128)
+    assert mla_pick(nope_192, "0.19.1", gpu="b200") == ("FLASHINFER_MLA", 32)
+
+
+def test_no_mla_backend_takes_an_fp8_e5m2_cache_from_0_18():
+    with pytest.raises(KVSizingError) as refused:
+        evaluate_kv_budget(config("deepseek-v2-lite"), 32768, EIGHT_G, seat="s", vllm_version="0.26.0",
+                           kv_cache_dtype="fp8_e5m2")
+    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype an MLA attention backend of "
+                                  "vLLM 0.26.0 takes (auto, bfloat16, fp8, fp8_e4m3), got 'fp8_e5m2'")
