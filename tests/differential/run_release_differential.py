@@ -84,10 +84,11 @@ def release_inputs(case, mine, release):
         "kv_dtype_setting": opts.kv_cache_dtype}
 
 
-def their_mla_backend(harness, case, options):
-    """The MLA backend the release picks (0.18 on), as ``(name, None)``, or ``(None, its error)``
-    where none takes the model."""
-    name = harness.attention_backend(case["truth"], options, options["capability"], case["truth"]["layers"][0])
+def their_backend(harness, case, options):
+    """The backend the release picks for the model's first attention layer (0.18 on), as
+    ``(name, None)``, or ``(None, its error)`` where none takes it."""
+    layer = next(layer for layer in case["truth"]["layers"] if layer["kind"] != "linear")
+    name = harness.attention_backend(case["truth"], options, options["capability"], layer)
     return (None, name) if name.startswith("ValueError") else (name, None)
 
 
@@ -112,7 +113,7 @@ def refused_alike(harness, case, release, error):
     if "an MLA attention backend of vLLM" in error:
         truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
                                                    LATEST), LATEST)
-        return harness.select is not None and their_mla_backend(harness, case, dict(
+        return harness.select is not None and their_backend(harness, case, dict(
             options, kv_dtype_setting=case["options"]["kv_cache_dtype"]))[1] is not None
     if case["family"] == "gdn" and ("model_type: expected a model vLLM" in error
                                     or "not compatible with speculative decoding" in error):
@@ -124,19 +125,21 @@ def refused_alike(harness, case, release, error):
 
 
 def their_plan(harness, case, mine, truth, options):
-    """The release's numbers for a case it boots past the model config; from 0.18 an MLA model
-    gets the backend the release picks and the block size its platform settles on (a model of
-    other attention takes ours, which the release's selection does not always agree with:
-    docs/kv-sizing.md)."""
-    if not harness.select or case["family"] != "mla":
+    """The release's numbers for a case it boots past the model config; from 0.18 with the
+    backend the release picks for the first attention layer and, for an MLA model, the block
+    size its platform then settles on."""
+    if not harness.select:
         return run_case(harness, truth, options)
-    backend, error = their_mla_backend(harness, case, options)
+    backend, error = their_backend(harness, case, options)
     if error:
         return {"boot_ok": False, "boot_error": error}
     options = dict(options, backend=backend)
-    options["block_size"] = harness.mla_block_size(truth, options, backend)
+    if case["family"] == "mla":
+        options["block_size"] = harness.mla_block_size(truth, options, backend)
     theirs = run_case(harness, truth, options)
-    theirs.update(attention_backend=backend, block_size=options["block_size"])
+    theirs["attention_backend"] = backend
+    if case["family"] == "mla":
+        theirs["block_size"] = options["block_size"]
     return theirs
 
 

@@ -9,10 +9,10 @@ text and estimated length, the capacity line as the release logs it). 0.33 moved
 Stand-ins, kept to what cannot run here: every other ``vllm`` module (and every package beside
 the standard library that vLLM imports) is an empty module whose names are inert placeholders,
 ``torch`` has dtype objects and their sizes, the configs hold plain values (a feature the case
-does not set reads as off), and the logger records what the release logs. From 0.18 an MLA
-model's backend is the one the release's own selection picks (SELECTION_MODULES) and its block
-size the one its platform settles on; otherwise the backend and the block size are ours, given
-as inputs.
+does not set reads as off), and the logger records what the release logs. From 0.18 the
+backend is the one the release's own selection picks for the first attention layer
+(SELECTION_MODULES), and an MLA model's block size the one its platform then settles on;
+otherwise the backend and the block size are ours, given as inputs.
 
 ``run_case`` returns what the release computes: bytes per block, num_blocks, tokens,
 concurrency and the boot verdict with the release's error text.
@@ -84,8 +84,8 @@ PLATFORM = "vllm/platforms/interface.py"
 TORCH_UTILS = ("vllm/utils/torch_utils.py", "vllm/utils/__init__.py")
 DISTRIBUTED_UTILS = "vllm/distributed/utils.py"
 COMPILATION = "vllm/config/compilation.py"
-# Which MLA backend a release picks (0.18 on, where the block size follows the backend): the
-# CUDA platform's priority list and each backend's validate_configuration, run from the
+# Which attention backend a release picks (0.18 on, where the block size follows the backend):
+# the CUDA platform's priority list and each backend's validate_configuration, run from the
 # release's own backend modules, imported whole. Stand-ins for what the CUDA wheel and its image
 # hold: every compiled extension imports (FA2, FA3, FlashMLA, ...), FlashInfer is installed; a
 # backend whose module is not read here (the sparse ones) cannot be imported.
@@ -95,6 +95,8 @@ BACKEND_REGISTRY = "vllm/v1/attention/backends/registry.py"
 SELECTION_MODULES = (
     "vllm/v1/attention/backend.py", BACKEND_REGISTRY, "vllm/v1/attention/backends/fa_utils.py",
     "vllm/vllm_flash_attn/flash_attn_interface.py", "vllm/utils/flashinfer.py", "vllm/v1/attention/ops/flashmla.py",
+    "vllm/v1/attention/backends/flash_attn.py", "vllm/v1/attention/backends/flashinfer.py",
+    "vllm/v1/attention/backends/triton_attn.py",
     "vllm/v1/attention/backends/mla/flashattn_mla.py", "vllm/v1/attention/backends/mla/flashmla.py",
     "vllm/v1/attention/backends/mla/flashinfer_mla.py", "vllm/v1/attention/backends/mla/cutlass_mla.py",
     "vllm/v1/attention/backends/mla/triton_mla.py", "vllm/model_executor/layers/attention/mla_attention.py")
@@ -578,7 +580,7 @@ class Harness:
             importlib.import_module("vllm.v1.attention.backend").AttentionCGSupport = self.cg_support
 
     def _load_selection(self):
-        """The CUDA platform's backend selection and the MLA backends it ranks (SELECTION_MODULES)."""
+        """The CUDA platform's backend selection and the backends it ranks (SELECTION_MODULES)."""
         self.select = None
         if packaging.version.Version(self.version).release[:2] < SELECTION_FROM:
             return
@@ -609,16 +611,12 @@ class Harness:
         methods.update(device_name="cuda", get_device_capability=classmethod(
             lambda cls, *args: self.platform.get_device_capability()))
         self.select = type("CudaPlatform", (), methods).get_attn_backend_cls
-        self.cached = [function for module in list(sys.modules.values())
-                       if getattr(module, "__name__", "").startswith("vllm.")
-                       for function in vars(module).values() if isinstance(function, functools._lru_cache_wrapper)]
 
     def attention_backend(self, truth, options, capability, layer):
-        """The backend the release picks for an MLA ``layer`` on a card of ``capability``: its
-        name, or "ValueError: ..." where none is valid."""
+        """The backend the release picks for an attention ``layer`` on a card of ``capability``:
+        its name, or "ValueError: ..." where none is valid."""
         self.platform.capability = tuple(capability)
-        for function in self.cached:  # FA versions and the like are cached per process
-            function.cache_clear()
+        _clear_caches()  # FA versions and the like are cached per process, and the card changes
         tp = options["tensor_parallel_size"]
         self.current_config = _Config(
             model_config=_Config(hf_text_config=_Config(qk_nope_head_dim=(truth.get("mla") or {}).get("nope")),
@@ -863,6 +861,18 @@ def _vllm_config(harness, options, max_model_len):
         if name in harness.config_properties:
             setattr(config, name, harness.config_properties[name](config))
     return config
+
+
+def _clear_caches():
+    """Empty the functools caches of the release's modules and their classes."""
+    for module in list(sys.modules.values()):
+        if isinstance(module, _StubModule) or not getattr(module, "__name__", "").startswith("vllm."):
+            continue
+        for value in list(vars(module).values()):
+            for found in [value] + (list(vars(value).values()) if isinstance(value, type) else []):
+                found = getattr(found, "__func__", found)
+                if isinstance(found, functools._lru_cache_wrapper):
+                    found.cache_clear()
 
 
 def _resolve_qualname(qualname):

@@ -171,17 +171,69 @@ _CUTLASS_MLA = _Backend("CUTLASS_MLA", fixed=(128,))
 _TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
 
 
-def _attention_backend(sm, model, kv_dtype):
-    """The first backend of vLLM's CUDA priority list that accepts this model (inferred from
-    platforms/cuda.py and each backend's supports_*; not run on a GPU)."""
+def _attention_backend_before_0_18(sm, model, kv_dtype):
+    """Before 0.18, a model without MLA: FlashInfer on Blackwell or for an fp8 cache FlashAttention
+    cannot read (it takes e4m3 as FA3 on Hopper only), Triton for attention sinks off Hopper,
+    FlashAttention otherwise (inferred from platforms/cuda.py, not run)."""
     quantized = kv_dtype.startswith("fp8")
     if sm // 10 == 10:
         return _FLASHINFER
     if kv_dtype == "fp8_e5m2" or (quantized and sm // 10 != 9):
-        return _FLASHINFER  # FlashAttention takes fp8 (e4m3) KV only as FA3 on Hopper
+        return _FLASHINFER
     if model["sinks"] and sm // 10 != 9:
-        return _TRITON_ATTN  # FA2 has no attention sinks
+        return _TRITON_ATTN
     return _FLASH_ATTN
+
+
+def _flash_attn_takes(options, head_size, sinks):
+    """FlashAttentionBackend.validate_configuration (FA2; FA3 on Hopper; FA4 on Blackwell from 0.20,
+    which brings 512-wide heads and sinks there, and fp8 caches from 0.27)."""
+    family, fp8 = options.sm // 10, options.kv_cache_dtype.startswith("fp8")
+    block = options.user_block_size
+    if head_size % 8 or head_size > 256 and not (head_size == 512 and family in (9, 10) and options.since("0.20")):
+        return False
+    if sinks and not (family == 9 or (family == 10 and options.since("0.20"))):
+        return False
+    if fp8:
+        if options.kv_cache_dtype == "fp8_e5m2" and (family != 9 or options.since("0.22")):
+            return False
+        if family == 9 and head_size == 512 and options.since("0.27"):
+            # FA4's 512-wide heads take fp8 from 0.31, in blocks of at least 64
+            return options.since("0.31") and block not in (16, 32)
+        if family == 10:
+            return options.since("0.27") and head_size != 192 and head_size <= (128 if options.since("0.28") else 256)
+        if family != 9:
+            return False
+    # FA4's 256-wide heads on Blackwell need blocks of 128 (0.29 on)
+    return not (family == 10 and head_size == 256 and not fp8 and options.since("0.29") and block in (16, 32, 64))
+
+
+def _flashinfer_takes(options, head_size, sinks):
+    """FlashInferBackend.validate_configuration: heads of 64, 128, 256 (and 512 from 0.22); sinks
+    through TRT-LLM on Blackwell, and from 0.28 on RTX PRO (SM120), from 0.30 on Hopper."""
+    if head_size not in ((64, 128, 256, 512) if options.since("0.22") else (64, 128, 256)):
+        return False
+    family = options.sm // 10
+    return not sinks or family == 10 or (family == 12 and options.since("0.28")) \
+        or (family == 9 and options.since("0.30"))
+
+
+def _attention_backend(model, options):
+    """platforms/cuda.py get_attn_backend_cls for a model without MLA (0.18 on): the first of
+    FlashInfer, FlashAttention, Triton on Blackwell (FlashAttention first elsewhere) that takes
+    the first attention layer's heads, the cache dtype, the sinks and the block size."""
+    if not options.since("0.18"):
+        return _attention_backend_before_0_18(options.sm, model, options.kv_cache_dtype)
+    head_size = next(layer for layer in model["layers"] if layer["kind"] != "linear_attention")["head_size"]
+    takes = {_FLASH_ATTN: _flash_attn_takes, _FLASHINFER: _flashinfer_takes,
+             _TRITON_ATTN: lambda options, head_size, sinks: head_size >= 32}
+    priorities = (_FLASHINFER, _FLASH_ATTN, _TRITON_ATTN) if options.sm // 10 == 10 \
+        else (_FLASH_ATTN, _FLASHINFER, _TRITON_ATTN)
+    for backend in priorities:
+        if takes[backend](options, head_size, model["sinks"]):
+            return backend
+    raise options.error("head_size", "an attention head size a backend of vLLM %s serves"
+                        % options.release["release"], head_size)
 
 
 class _Spec:
@@ -660,7 +712,7 @@ def _layer_specs(model, options, max_model_len):
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
     if not model["mla"]:
-        backend = _attention_backend(options.sm, model, options.kv_cache_dtype)
+        backend = _attention_backend(model, options)
     elif options.since("0.18"):
         backend = _mla_backend(options, model)
     else:

@@ -591,3 +591,23 @@ def test_no_mla_backend_takes_an_fp8_e5m2_cache_from_0_18():
                            kv_cache_dtype="fp8_e5m2")
     assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype an MLA attention backend of "
                                   "vLLM 0.26.0 takes (auto, bfloat16, fp8, fp8_e4m3), got 'fp8_e5m2'")
+
+
+def backend(model_config, version, **options):
+    model_config = config(model_config) if isinstance(model_config, str) else model_config
+    return evaluate_kv_budget(model_config, 8192, EIGHT_G, vllm_version=version, **options)["attention_backend"]
+
+
+def test_from_0_18_the_backend_is_the_first_of_the_cards_priority_list_that_serves_the_model():
+    # gpt-oss's attention sinks: FlashAttention has them on Hopper only, FlashInfer on RTX PRO
+    # (SM120) from 0.28 and on Hopper from 0.30, Triton everywhere
+    assert [backend("gpt-oss-20b", version, gpu="rtx-pro-6000") for version in ("0.27.1", "0.28.0")] == \
+        ["TRITON_ATTN", "FLASHINFER"]
+    assert [backend("gpt-oss-20b", version, kv_cache_dtype="fp8_e5m2") for version in ("0.17.1", "0.22.1", "0.30.0")] \
+        == ["FLASHINFER", "TRITON_ATTN", "FLASHINFER"], "FA3 takes no e5m2 cache from 0.22"
+    assert [backend("gpt-oss-20b", version, gpu="a100", kv_cache_dtype="fp8") for version in ("0.17.1", "0.18.1")] \
+        == ["FLASHINFER", "TRITON_ATTN"], "FlashInfer has no sinks on Ampere"
+    # FlashInfer serves heads of 64, 128, 256 (512 from 0.22): an 80-wide head on B200 is FlashAttention's
+    eighty = dict(config("qwen3-8b"), head_dim=80)
+    assert [backend(eighty, version, gpu="b200") for version in ("0.17.1", "0.18.1")] == ["FLASHINFER", "FLASH_ATTN"]
+    assert backend("qwen3-8b", "0.33.0", gpu="b200", kv_cache_dtype="fp8") == "FLASHINFER"
