@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := . scripts/env.sh &&
+# the releases that pick attention backends by priority (the backend grid of kv-releases)
+KV_BACKEND_RELEASES := 0.18.1 0.19.1 0.20.2 0.21.0 0.22.1 0.23.0 0.24.0 0.25.1 0.26.0 0.27.1 0.28.0 0.29.0 0.30.0 \
+	0.31.0 0.32.0 0.33.0
 
 .PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench kv-releases clean
 
@@ -46,6 +49,8 @@ bench: venv  ## print sizing and placement figures
 
 kv-releases: venv  ## the full KV differential sweep: every modelled vLLM release against its own planning code (reads its sources out of its wheel on PyPI once, a few MB)
 	$(ENV) python tests/differential/run_release_differential.py --release all --cases 1000 --report .build/kv-releases.json
+	$(ENV) for release in $(KV_BACKEND_RELEASES); do python tests/differential/run_release_differential.py \
+		--release $$release --backend-grid --report .build/kv-backends-$$release.json || exit 1; done
 
 clean:  ## remove the venv and build outputs
 	rm -rf .venv .build

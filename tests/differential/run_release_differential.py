@@ -2,6 +2,7 @@
 
     python tests/differential/run_release_differential.py --release 0.26.0 --cases 200 --report out.json
     python tests/differential/run_release_differential.py --release all --cases 600 --report out.json
+    python tests/differential/run_release_differential.py --release 0.26.0 --backend-grid --report out.json
 
 Reads the release's sources out of its wheel on PyPI once (vllm_sources.py, kept under
 .build/cache/vllm-src), imports its
@@ -12,12 +13,15 @@ compared, mismatches (field, ours, the release's), the families covered, the boo
 the max length, the auto-fit lengths compared, the cases both sides refuse (a config the
 release cannot load, auto-fit before 0.14, a GDN model it does not register). ``all``
 runs every modelled release before 0.33, one process each (a harness owns ``vllm`` in
-sys.modules); 0.33 itself is run_differential.py's.
+sys.modules); 0.33 itself is run_differential.py's. ``--backend-grid`` compares instead the
+attention backend ours and the release's own selection pick (0.18 on, 0.33 included) over a
+grid of cards, head sizes, cache dtypes, sinks and block sizes, and exits 1 on a mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -191,6 +195,52 @@ def run_release(release, count, seed, cache, perturb=None):
     return report
 
 
+# The grid the backends' support rules are compared on: every head size, cache dtype, sink and
+# block size choice the rules tell apart, on every card modelled.
+GRID_HEADS = (64, 80, 96, 128, 192, 256, 512)
+GRID_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+GRID_BLOCKS = (None, 16, 32, 64, 128)
+# MLA: (kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim)
+GRID_MLA = ((512, 64, 128), (512, 64, 192), (512, 64, 64), (256, 32, 64))
+
+
+def backend_grid(harness, release):
+    """Ours and the release's selection (0.18 on) over GRID_*: ``(points, mismatches)``."""
+    dense = _kv_sizing.describe_model({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
+                                       "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096,
+                                       "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})
+    points, mismatches = 0, []
+    for gpu, kv_dtype, block in itertools.product(sorted(GPUS), GRID_KV_DTYPES, GRID_BLOCKS):
+        options = {"tensor_parallel_size": 1, "kv_dtype_setting": kv_dtype, "user_block_size": block}
+        opts = _kv_sizing._Options(dense, 8192, None, gpu=gpu, kv_cache_dtype=kv_dtype, block_size=block,
+                                   vllm_version=release)
+        variants = [("std", head, sinks) for head in GRID_HEADS for sinks in (False, True)] + \
+            [("mla",) + geometry for geometry in GRID_MLA]
+        for variant in variants:
+            if variant[0] == "mla":
+                rank, rope, nope = variant[1:]
+                model = dict(dense, mla={"kv_lora_rank": rank, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope})
+                truth = {"dtype": "bfloat16", "heads": 32, "sinks": False, "mla": {"nope": nope}}
+                layer = {"kind": "mla", "head_size": rank + rope, "kv_heads": 1}
+            else:
+                head, sinks = variant[1:]
+                model = dict(dense, sinks=sinks, layers=[dict(dense["layers"][0], head_size=head)])
+                truth = {"dtype": "bfloat16", "heads": 32, "sinks": sinks}
+                layer = {"kind": "full", "head_size": head, "kv_heads": 8}
+            try:
+                ours = (_kv_sizing._mla_backend(opts, model) if model["mla"] else
+                        _kv_sizing._attention_backend(model, opts)).name
+            except ValueError:
+                ours = None
+            theirs = harness.attention_backend(truth, options, CAPABILITIES[gpu], layer)
+            theirs = None if theirs.startswith("ValueError") else theirs
+            points += 1
+            if ours != theirs:
+                mismatches.append({"gpu": gpu, "kv_cache_dtype": kv_dtype, "block_size": block,
+                                   "model": variant, "ours": ours, "vllm": theirs})
+    return points, mismatches
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--release", required=True, help="a modelled release (0.26.0) or all")
@@ -199,7 +249,15 @@ def main(argv=None):
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--perturb", choices=COMPARED, help="add 1 to this field of ours (proves the comparison bites)")
+    parser.add_argument("--backend-grid", action="store_true",
+                        help="compare the attention backend over a grid instead (0.18 on, 0.33 included)")
     args = parser.parse_args(argv)
+    if args.backend_grid:
+        points, mismatches = backend_grid(load(args.release, args.cache), args.release)
+        args.report.write_text(json.dumps({"release": args.release, "points": points, "mismatches": mismatches},
+                                          indent=1))
+        print("vllm %-7s %d backend choices, %d mismatches" % (args.release, points, len(mismatches)))
+        return 1 if mismatches else 0
     if args.release == "all":
         reports = []
         for release in (source for source in MODELLED.values() if source != LATEST):

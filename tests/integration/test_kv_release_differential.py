@@ -93,3 +93,34 @@ def test_no_modelled_release_profiles_or_validates_a_pinned_budget(release):
     assert "raise" not in branch and "free_memory <" not in branch and "free_memory >" not in branch, branch
     assert branch.rstrip().splitlines()[-1].lstrip().startswith("return") and "kv_cache_memory_bytes" in \
         "\n".join(branch.rstrip().splitlines()[-6:]), branch
+
+
+# the releases where a backend rule changes (the releases between them select alike;
+# `make kv-releases` runs the grid on every release from 0.18)
+GRID_RELEASES = ("0.18.1", "0.19.1", "0.20.2", "0.22.1", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.33.0")
+
+
+@pytest.mark.parametrize("release", GRID_RELEASES)
+def test_the_attention_backend_is_the_one_the_releases_own_selection_picks(tmp_path, release):
+    report = tmp_path / "grid.json"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--release", release, "--backend-grid", "--report", str(report)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800, check=False)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]  # 1: mismatches, shown below
+    grid = json.loads(report.read_text())
+    assert grid["points"] == 2700
+    assert grid["mismatches"] == [], json.dumps(grid["mismatches"][:5], indent=1)
+
+
+def test_the_backend_grid_catches_a_rule_a_release_out(tmp_path):
+    """0.22's selection with 0.21's rules: FlashInfer's 512-wide heads and FA3's refusal of an
+    fp8_e5m2 cache came in 0.22."""
+    script = ("import run_release_differential as rd, json; p, m = rd.backend_grid(rd.load('0.22.1'), '0.21.0'); "
+              "print(json.dumps([p, m]))")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=RUNNER.parent, capture_output=True, text=True,
+                          timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    points, mismatches = json.loads(proc.stdout.splitlines()[-1])
+    assert 0 < len(mismatches) < points
+    assert (512, "FLASHINFER") in {(m["model"][1], m["vllm"]) for m in mismatches}
+    assert all(m["model"][1] == 512 or (m["kv_cache_dtype"] == "fp8_e5m2" and m["gpu"] in ("h100", "h200"))
+               for m in mismatches), mismatches
