@@ -229,7 +229,7 @@ def backend_grid(harness, release):
                 layer = {"kind": "full", "head_size": head, "kv_heads": 8}
             try:
                 ours = (_kv_sizing._mla_backend(opts, model) if model["mla"] else
-                        _kv_sizing._attention_backend(model, opts)).name
+                        _kv_sizing._attention_backend(opts, model)).name
             except ValueError:
                 ours = None
             theirs = harness.attention_backend(truth, options, CAPABILITIES[gpu], layer)

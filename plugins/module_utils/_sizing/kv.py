@@ -171,10 +171,11 @@ _CUTLASS_MLA = _Backend("CUTLASS_MLA", fixed=(128,))
 _TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
 
 
-def _attention_backend_before_0_18(sm, model, kv_dtype):
+def _attention_backend_before_0_18(options, model):
     """Before 0.18, a model without MLA: FlashInfer on Blackwell or for an fp8 cache FlashAttention
     cannot read (it takes e4m3 as FA3 on Hopper only), Triton for attention sinks off Hopper,
     FlashAttention otherwise (inferred from platforms/cuda.py, not run)."""
+    sm, kv_dtype = options.sm, options.kv_cache_dtype
     quantized = kv_dtype.startswith("fp8")
     if sm // 10 == 10:
         return _FLASHINFER
@@ -218,12 +219,10 @@ def _flashinfer_takes(options, head_size, sinks):
         or (family == 9 and options.since("0.30"))
 
 
-def _attention_backend(model, options):
+def _attention_backend(options, model):
     """platforms/cuda.py get_attn_backend_cls for a model without MLA (0.18 on): the first of
     FlashInfer, FlashAttention, Triton on Blackwell (FlashAttention first elsewhere) that takes
     the first attention layer's heads, the cache dtype, the sinks and the block size."""
-    if not options.since("0.18"):
-        return _attention_backend_before_0_18(options.sm, model, options.kv_cache_dtype)
     head_size = next(layer for layer in model["layers"] if layer["kind"] != "linear_attention")["head_size"]
     takes = {_FLASH_ATTN: _flash_attn_takes, _FLASHINFER: _flashinfer_takes,
              _TRITON_ATTN: lambda options, head_size, sinks: head_size >= 32}
@@ -711,12 +710,11 @@ def _layer_specs(model, options, max_model_len):
     if options.num_spec and model["attention"] != "gated_delta_net":
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
-    if not model["mla"]:
-        backend = _attention_backend(model, options)
-    elif options.since("0.18"):
-        backend = _mla_backend(options, model)
+    if model["mla"]:
+        select = _mla_backend if options.since("0.18") else _mla_backend_before_0_18
     else:
-        backend = _mla_backend_before_0_18(options, model)
+        select = _attention_backend if options.since("0.18") else _attention_backend_before_0_18
+    backend = select(options, model)
     stride_base = backend.stride_alignment_base()
     attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]
     reference = attention[0]
