@@ -33,6 +33,7 @@ import logging
 import re
 import sys
 import types
+import typing
 from pathlib import Path
 
 import packaging.version
@@ -586,18 +587,17 @@ class Harness:
             return
         interface = importlib.import_module("vllm.platforms.interface")
         interface.DeviceCapability = self.device_capability = _cut_method(
-            self.root / PLATFORM, "DeviceCapability", None, {"NamedTuple": __import__("typing").NamedTuple,
-                                                              "Any": object})
+            self.root / PLATFORM, "DeviceCapability", None, {"NamedTuple": typing.NamedTuple, "Any": object})
         quiet = logging.getLogger("vllm-release-selection")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
         self.selector_config = _cut_method(self.root / SELECTOR, "AttentionSelectorConfig", None,
-                                           {"NamedTuple": __import__("typing").NamedTuple, "AttentionType": _Config(
+                                           {"NamedTuple": typing.NamedTuple, "AttentionType": _Config(
                                                DECODER="decoder")})
         registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
         ns = {"AttentionBackendEnum": registry.AttentionBackendEnum, "logger": _Logger(quiet, {}), "cache": functools.cache,
               "DeviceCapability": self.device_capability}
-        ns["NamedTuple"] = __import__("typing").NamedTuple
+        ns["NamedTuple"] = typing.NamedTuple
         for node in ast.parse((self.root / CUDA_PLATFORM).read_text()).body:  # what cuda.py imports by name
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm."):
                 module = importlib.import_module(node.module)
