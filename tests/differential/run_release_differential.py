@@ -130,20 +130,19 @@ def refused_alike(harness, case, release, error):
 
 def their_plan(harness, case, mine, truth, options):
     """The release's numbers for a case it boots past the model config; from 0.18 with the
-    backend the release picks for the first attention layer and, for an MLA model, the block
-    size its platform then settles on."""
+    backend the release picks for the first attention layer, the block size its platform then
+    settles on (a GDN hybrid's comes out of its config checks) and a sliding layer's block size
+    from the release's own backend class."""
     if not harness.select:
         return run_case(harness, truth, options)
     backend, error = their_backend(harness, case, options)
     if error:
         return {"boot_ok": False, "boot_error": error}
     options = dict(options, backend=backend)
-    if case["family"] == "mla":
-        options["block_size"] = harness.mla_block_size(truth, options, backend)
+    if not truth.get("linear"):
+        options["block_size"] = harness.block_size(truth, options, backend)
     theirs = run_case(harness, truth, options)
     theirs["attention_backend"] = backend
-    if case["family"] == "mla":
-        theirs["block_size"] = options["block_size"]
     return theirs
 
 

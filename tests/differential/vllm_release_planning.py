@@ -503,7 +503,7 @@ class Harness:
         served by ``backend_name`` (its declared kernel block sizes, as the 0.33 harness's)."""
         if self.attention_spec is None:
             return block_size
-        backend = self._attention_backend_class(backend_name)
+        backend = self._backend_class(backend_name)
         attention = _Config(attn_type="decoder", sliding_window=layer["window"], attn_backend=backend,
                             num_kv_heads=max(1, layer["kv_heads"] // tp), head_size=layer["head_size"],
                             head_size_v=layer["head_size"], kv_cache_torch_dtype=kv_dtype, kv_cache_dtype=cache_dtype)
@@ -640,10 +640,11 @@ class Harness:
             return "ValueError: %s" % exc
         return _resolve_qualname(path).get_name()
 
-    def mla_block_size(self, truth, options, backend_name):
-        """The block size the release's platform settles on for an MLA model once its selection
-        picked ``backend_name`` (0.18 on): the backend's preference unless --block-size."""
-        backend = self._release_backend_class(backend_name)
+    def block_size(self, truth, options, backend_name):
+        """The block size the release's platform settles on for a model without Mamba layers once
+        its selection picked ``backend_name`` (0.18 on): the backend's preference unless
+        --block-size."""
+        backend = self._backend_class(backend_name)
         user = options["user_block_size"]
         cache_config = _Config(block_size=user or 16, user_specified_block_size=user is not None,
                                cache_dtype=options["kv_dtype_setting"])
@@ -661,14 +662,13 @@ class Harness:
             "_find_non_ssm_backend": classmethod(lambda cls, config: backend),
             "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
 
-    def _release_backend_class(self, backend_name):
-        """The release's own backend class (0.18 on), as its selection left the config it reads."""
-        registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
-        return registry.AttentionBackendEnum[backend_name].get_class()
-
-    def _attention_backend_class(self, backend_name):
-        """A backend with the release's AttentionBackend methods and the kernel block sizes it
-        declares (the 0.33 harness's table)."""
+    def _backend_class(self, backend_name):
+        """The backend's class: the release's own where it picks backends (0.18 on; it reads the
+        config its selection left); before, one with the release's AttentionBackend methods and
+        the kernel block sizes the backend declares (the 0.33 harness's table)."""
+        if self.select is not None:
+            registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
+            return registry.AttentionBackendEnum[backend_name].get_class()
         kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
         multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf
         declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
@@ -722,8 +722,7 @@ class Harness:
         if cache_config.block_size is None:  # CudaPlatform.check_and_update_config before 0.18
             cache_config.block_size = 16
         if self.platform_cls is not None:  # the worker, once the model is loaded (0.18 on)
-            self._platform_class(self._attention_backend_class(options["backend"])).update_block_size_for_backend(
-                vllm_config)
+            self._platform_class(self._backend_class(options["backend"])).update_block_size_for_backend(vllm_config)
         layer = _Config(get_state_shape=lambda: self.model_cls.get_mamba_state_shape_from_config(vllm_config),
                         get_state_dtype=lambda: self.model_cls.get_mamba_state_dtype_from_config(vllm_config),
                         mamba_type="gdn_attn", is_kv_cache_tp_replicated=False)
