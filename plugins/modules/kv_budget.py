@@ -260,7 +260,8 @@ tensor_parallel_size:
   type: int
   sample: 1
 attention_backend:
-  description: The attention backend assumed for O(gpu) (it decides the default block size).
+  description: The attention backend the seat's vLLM release picks on O(gpu) for the model and the cache dtype
+    (it decides the default block size).
   returned: success
   type: str
   sample: FLASH_ATTN

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import evaluate_kv_budget
+
 REPO = Path(__file__).resolve().parents[2]
 VLLM = REPO / "tests" / "twin" / "seat" / "vllm"
 sys.path.insert(0, str(VLLM.parent))
@@ -732,6 +734,18 @@ def test_the_seats_kv_arithmetic_reproduces_the_reference_vectors(name, kv_dtype
     else:
         plan = Plan(layout, 8 * GIB, max_len, 256, True)
         assert (plan.tokens, "%.2f" % plan.max_concurrency) == expected
+
+
+@pytest.mark.parametrize("kv_lora_rank, qk_rope_head_dim, block_size", [(512, 64, 64), (256, 32, 16)])
+def test_an_fp8_mla_seat_takes_flashmla_blocks_only_for_576_wide_latent_heads(kv_lora_rank, qk_rope_head_dim,
+                                                                              block_size):
+    """vLLM 0.33 on Hopper: FlashMLA's 64-token blocks for DeepSeek's heads, Triton MLA's 16 otherwise."""
+    model_config = dict(REFERENCE_MODELS["deepseek-v2-lite"], kv_lora_rank=kv_lora_rank,
+                        qk_rope_head_dim=qk_rope_head_dim)
+    plan = Plan(Layout(Model("mla", "/nonexistent", model_config), "fp8"), 8 * GIB, 32768, 256, True)
+    planned = evaluate_kv_budget(model_config, 32768, 8 * GIB, kv_cache_dtype="fp8", max_num_seqs=256)
+    assert planned["block_size"] == block_size
+    assert plan.tokens == planned["kv_cache_tokens"]
 
 
 def test_a_gpu_that_falls_off_the_bus_kills_the_engine(gpus, seats, models):

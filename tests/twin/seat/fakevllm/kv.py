@@ -53,6 +53,8 @@ class Layout:
         self.in_flight_tokens = 2 * max_num_batched_tokens   # async scheduling: 2 batches
         kinds = self._layer_kinds(text)
         self.mla = bool(text.get("kv_lora_rank"))
+        # the latent head width; FlashMLA and FlashAttention MLA serve only DeepSeek's 576
+        self.mla_head = int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim", 64)) if self.mla else 0
         self.token_bytes = self._token_bytes(text, "full")
         self.window = int(text.get("sliding_window") or 0)
         self.mamba_page = self._gdn_page(text) if "mamba" in kinds else 0
@@ -133,9 +135,10 @@ class Layout:
         return conv * conv_bytes + ssm * ssm_bytes
 
     def _block_size(self, user_block_size, kv_cache_dtype):
-        if self.mla and kv_cache_dtype.startswith("fp8"):
-            block = 64    # FLASHMLA on Hopper: FLASH_ATTN_MLA has no fp8
-        else:
+        if self.mla and kv_cache_dtype.startswith("fp8") and self.mla_head == 576 \
+                and (user_block_size or 64) % 64 == 0:
+            block = user_block_size or 64    # FLASHMLA on Hopper: FLASH_ATTN_MLA has no fp8
+        else:  # FlashAttention MLA, or Triton MLA for other heads or a block FlashMLA cannot split
             block = user_block_size or DEFAULT_BLOCK_SIZE
         if not self.mamba_page:
             return block
