@@ -47,7 +47,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releas
 )
 
 COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency_exact", "boot_ok", "boot_error",
-            "max_num_batched_tokens", "max_num_seqs", "max_model_len", "attention_backend", "block_size")
+            "max_num_batched_tokens", "max_num_seqs", "max_model_len", "attention_backend")
 # What the release's platform says of each card (as the 0.33 harness's).
 GPUS = {name: (int(profile["memory_gib"] * (1 << 30)), profile["name"])
         for name, profile in _kv_sizing.GPU_PROFILES.items()}
@@ -128,7 +128,7 @@ def refused_alike(harness, case, release, error):
         parse_version(release) < (0, 14, 0)
 
 
-def their_plan(harness, case, mine, truth, options):
+def their_plan(harness, case, truth, options):
     """The release's numbers for a case it boots past the model config; from 0.18 with the
     backend the release picks for the first attention layer, the block size its platform then
     settles on (a GDN hybrid's comes out of its config checks) and a sliding layer's block size
@@ -172,7 +172,7 @@ def run_release(release, count, seed, cache, perturb=None):
             truth, options = release_inputs(case, mine, release)
             if auto:  # the engine fits the length the model config derived
                 options.update(max_model_len=length, original_max_model_len=-1)
-            theirs = their_plan(harness, case, mine, truth, options)
+            theirs = their_plan(harness, case, truth, options)
             limits = harness.batch_limits(GPUS[case["options"]["gpu"]], options["tensor_parallel_size"],
                                           length, case["options"]["max_num_batched_tokens"],
                                           case["options"]["max_num_seqs"])
