@@ -11,10 +11,11 @@ patching before it (vllm_release_planning.py), and runs the generated cases thro
 with the release named to ours (``vllm_version``). Writes a JSON report per release: cases
 compared, mismatches (field, ours, the release's), the families covered, the boots refused at
 the max length, the auto-fit lengths compared, the cases both sides refuse (a config the
-release cannot load, auto-fit before 0.14, a GDN model it does not register). ``all``
+release cannot load, a cache dtype it does not offer or no attention backend of it takes,
+auto-fit before 0.14, a GDN model it does not register). ``all``
 runs every modelled release before 0.33, one process each (a harness owns ``vllm`` in
 sys.modules); 0.33 itself is run_differential.py's. ``--backend-grid`` compares instead the
-attention backend ours and the release's own selection pick (0.18 on, 0.33 included) over a
+attention backend ours and the release's own selection pick (0.11.2 on, 0.33 included) over a
 grid of cards, head sizes, cache dtypes, sinks and block sizes, and exits 1 on a mismatch.
 """
 
@@ -89,7 +90,7 @@ def release_inputs(case, mine, release):
 
 
 def their_backend(harness, case, options):
-    """The backend the release picks for the model's first attention layer (0.18 on), as
+    """The backend the release picks for the model's first attention layer (0.11.2 on), as
     ``(name, None)``, or ``(None, its error)`` where none takes it."""
     layer = next(layer for layer in case["truth"]["layers"] if layer["kind"] != "linear")
     name = harness.attention_backend(case["truth"], options, options["capability"], layer)
@@ -110,11 +111,16 @@ def their_max_len(harness, case, length):
 
 def refused_alike(harness, case, release, error):
     """Whether the release, too, fails the boot of a case ours refused: a config it cannot
-    load, auto-fit before the release that brought it, a GDN model it does not register or a
-    Mamba cache mode its config checks refuse."""
+    load, a cache dtype its CLI does not offer, a model no attention backend of it takes,
+    auto-fit before the release that brought it, a GDN model it does not register or a Mamba
+    cache mode its config checks refuse."""
     if "cannot boot it" in error:
         return their_max_len(harness, case, 1)[1] in ("KeyError", "TypeError")
-    if "an MLA attention backend of vLLM" in error:
+    if "'s choices)" in error:  # the CLI's
+        field = error.split(":", 1)[0]
+        return case["options"][field] not in harness.cli_dtypes[
+            "CacheDType" if field == "kv_cache_dtype" else "MambaDType"]
+    if "attention backend of vLLM" in error or "576-wide latent heads" in error:
         truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
                                                    LATEST), LATEST)
         return harness.select is not None and their_backend(harness, case, dict(
@@ -129,7 +135,7 @@ def refused_alike(harness, case, release, error):
 
 
 def their_plan(harness, case, truth, options):
-    """The release's numbers for a case it boots past the model config; from 0.18 with the
+    """The release's numbers for a case it boots past the model config; from 0.11.2 with the
     backend the release picks for the first attention layer, the block size its platform then
     settles on (a GDN hybrid's comes out of its config checks) and a sliding layer's block size
     from the release's own backend class."""
@@ -204,7 +210,7 @@ GRID_MLA = ((512, 64, 128), (512, 64, 192), (512, 64, 64), (256, 32, 64))
 
 
 def backend_grid(harness, release):
-    """Ours and the release's selection (0.18 on) over GRID_*: ``(points, mismatches)``."""
+    """Ours and the release's selection (0.11.2 on) over GRID_*: ``(points, mismatches)``."""
     dense = _kv_sizing.describe_model({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
                                        "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096,
                                        "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})
@@ -227,8 +233,7 @@ def backend_grid(harness, release):
                 truth = {"dtype": "bfloat16", "heads": 32, "sinks": sinks}
                 layer = {"kind": "full", "head_size": head, "kv_heads": 8}
             try:
-                ours = (_kv_sizing._mla_backend(opts, model) if model["mla"] else
-                        _kv_sizing._attention_backend(opts, model)).name
+                ours = _kv_sizing._select_backend(opts, model).name
             except ValueError:
                 ours = None
             theirs = harness.attention_backend(truth, options, CAPABILITIES[gpu], layer)
@@ -249,7 +254,7 @@ def main(argv=None):
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--perturb", choices=COMPARED, help="add 1 to this field of ours (proves the comparison bites)")
     parser.add_argument("--backend-grid", action="store_true",
-                        help="compare the attention backend over a grid instead (0.18 on, 0.33 included)")
+                        help="compare the attention backend over a grid instead (0.11.2 on, 0.33 included)")
     args = parser.parse_args(argv)
     if args.backend_grid:
         points, mismatches = backend_grid(load(args.release, args.cache), args.release)

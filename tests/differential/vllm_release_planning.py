@@ -9,10 +9,10 @@ text and estimated length, the capacity line as the release logs it). 0.33 moved
 Stand-ins, kept to what cannot run here: every other ``vllm`` module (and every package beside
 the standard library that vLLM imports) is an empty module whose names are inert placeholders,
 ``torch`` has dtype objects and their sizes, the configs hold plain values (a feature the case
-does not set reads as off), and the logger records what the release logs. From 0.18 the
+does not set reads as off), and the logger records what the release logs. From 0.11.2 the
 backend is the one the release's own selection picks for the first attention layer
-(SELECTION_MODULES), and an MLA model's block size the one its platform then settles on;
-otherwise the backend and the block size are ours, given as inputs.
+(SELECTION_MODULES), and an MLA model's block size the one its platform then settles on; in
+0.10 the backend and the block size are ours, given as inputs.
 
 ``run_case`` returns what the release computes: bytes per block, num_blocks, tokens,
 concurrency and the boot verdict with the release's error text.
@@ -71,6 +71,8 @@ ROPE_FUNCTIONS = ("is_rope_parameters_nested", "iter_rope_parameters", "patch_ro
 # cache's block size), which picks a sliding layer's block size, and MultipleOf, which it reads.
 ATTENTION_LAYER = ("vllm/model_executor/layers/attention/attention.py", "vllm/attention/layer.py")
 ATTENTION_BACKEND = "vllm/v1/attention/backend.py"
+# The cache dtypes the release's CLI offers (its CacheDType and MambaDType literals).
+CACHE_CONFIG = "vllm/config/cache.py"
 ALLOWED_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 # A Gated DeltaNet hybrid (Qwen3-Next, Qwen3.5): the architectures the release registers, the
 # model's state shapes and dtypes, the config checks that size the attention block and pad the
@@ -85,25 +87,29 @@ PLATFORM = "vllm/platforms/interface.py"
 TORCH_UTILS = ("vllm/utils/torch_utils.py", "vllm/utils/__init__.py")
 DISTRIBUTED_UTILS = "vllm/distributed/utils.py"
 COMPILATION = "vllm/config/compilation.py"
-# Which attention backend a release picks (0.18 on, where the block size follows the backend):
-# the CUDA platform's priority list and each backend's validate_configuration, run from the
-# release's own backend modules, imported whole. Stand-ins for what the CUDA wheel and its image
+# Which attention backend a release picks (0.11.2 on, where it ranks them): the CUDA platform's
+# priority list and each backend's validate_configuration, run from the release's own backend
+# modules, imported whole; before 0.18, also the platform's config check, which forces an MLA
+# backend's block size and may preselect it. Stand-ins for what the CUDA wheel and its image
 # hold: every compiled extension imports (FA2, FA3, FlashMLA, ...), FlashInfer is installed; a
 # backend whose module is not read here (the sparse ones) cannot be imported.
 CUDA_PLATFORM = "vllm/platforms/cuda.py"
-SELECTOR = "vllm/v1/attention/selector.py"
-BACKEND_REGISTRY = "vllm/v1/attention/backends/registry.py"
-SELECTION_MODULES = (
-    "vllm/v1/attention/backend.py", BACKEND_REGISTRY, "vllm/v1/attention/backends/fa_utils.py",
-    "vllm/vllm_flash_attn/flash_attn_interface.py", "vllm/utils/flashinfer.py", "vllm/v1/attention/ops/flashmla.py",
+# (under vllm/attention/ before 0.14)
+SELECTORS = ("vllm/v1/attention/selector.py", "vllm/attention/selector.py")
+BACKEND_REGISTRIES = ("vllm/v1/attention/backends/registry.py", "vllm/attention/backends/registry.py")
+SELECTION_MODULES = BACKEND_REGISTRIES + (
+    "vllm/v1/attention/backend.py", "vllm/attention/backends/abstract.py", "vllm/v1/attention/backends/fa_utils.py",
+    "vllm/attention/utils/fa_utils.py",
+    "vllm/vllm_flash_attn/flash_attn_interface.py", "vllm/utils/flashinfer.py", "vllm/v1/attention/ops/flashmla.py", "vllm/attention/ops/flashmla.py",
     "vllm/v1/attention/backends/flash_attn.py", "vllm/v1/attention/backends/flashinfer.py",
     "vllm/v1/attention/backends/triton_attn.py",
     "vllm/v1/attention/backends/mla/flashattn_mla.py", "vllm/v1/attention/backends/mla/flashmla.py",
     "vllm/v1/attention/backends/mla/flashinfer_mla.py", "vllm/v1/attention/backends/mla/cutlass_mla.py",
-    "vllm/v1/attention/backends/mla/triton_mla.py", "vllm/model_executor/layers/attention/mla_attention.py")
+    "vllm/v1/attention/backends/mla/triton_mla.py", "vllm/model_executor/layers/attention/mla_attention.py",
+    "vllm/v1/attention/backends/mla/common.py")  # MLACommonBackend's home before 0.15
 # where the wheel has FA4 (the FA version check looks for this file)
 FA4_INTERFACE = "vllm/vllm_flash_attn/cute/interface.py"
-SELECTION_FROM = (0, 18)
+SELECTION_FROM = (0, 11, 2)
 PLATFORM_BLOCK_METHODS = ("update_block_size_for_backend", "_align_hybrid_block_size",
                           "_preferred_block_size_for_backends", "_check_aligned_block_size",
                           "_get_indexer_block_alignment")
@@ -120,9 +126,10 @@ HELPERS = {
 
 def _wanted():
     return set(REAL_MODULES) | set(MAX_LEN_CHECK) | \
-        {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS, ATTENTION_BACKEND} | \
+        {REGISTRATION, VLLM_CONFIG, ARG_UTILS, USAGE, GPU_WORKER, ROPE_PATCHING, CONFIG_UTILS, ATTENTION_BACKEND,
+         CACHE_CONFIG} | \
         {MODEL_REGISTRY, MODELS_CONFIG, MAMBA_UTILS, QWEN3_NEXT, MAMBA_BASE, PLATFORM, DISTRIBUTED_UTILS, COMPILATION} | \
-        {CUDA_PLATFORM, SELECTOR, FA4_INTERFACE} | set(SELECTION_MODULES) | \
+        {CUDA_PLATFORM, FA4_INTERFACE} | set(SELECTORS) | set(SELECTION_MODULES) | \
         set(ATTENTION_LAYER) | set(TORCH_UTILS) | \
         {path for paths in HELPERS.values() for path in paths}
 
@@ -539,6 +546,10 @@ class Harness:
             resolve_model_cls=lambda *args, **kwargs: (self.model_cls, "Model"))
         registry = (self.root / MODEL_REGISTRY).read_text()
         self.architectures = set(re.findall(r'"(\w+)":\s*\(', registry))
+        self.cli_dtypes = {node.targets[0].id: [element.value for element in node.value.slice.elts]
+                           for node in ast.parse((self.root / CACHE_CONFIG).read_text()).body
+                           if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in
+                           ("CacheDType", "MambaDType")}
         tree = ast.parse((self.root / MODELS_CONFIG).read_text())
         classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
         self.models_config_map = {}
@@ -583,21 +594,32 @@ class Harness:
     def _load_selection(self):
         """The CUDA platform's backend selection and the backends it ranks (SELECTION_MODULES)."""
         self.select = None
-        if packaging.version.Version(self.version).release[:2] < SELECTION_FROM:
+        if packaging.version.Version(self.version).release < SELECTION_FROM:
             return
+        # what the backends ask torch.cuda before 0.18: the card (FlashAttention's version check),
+        # its SM count (CUTLASS MLA's workspace, made at import)
+        self.torch.cuda.get_device_capability = lambda *args: self.platform.capability
+        self.torch.cuda.get_device_properties = lambda *args: _Config(multi_processor_count=148)
         interface = importlib.import_module("vllm.platforms.interface")
         interface.DeviceCapability = self.device_capability = _cut_method(
             self.root / PLATFORM, "DeviceCapability", None, {"NamedTuple": typing.NamedTuple, "Any": object})
         quiet = logging.getLogger("vllm-release-selection")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
-        self.selector_config = _cut_method(self.root / SELECTOR, "AttentionSelectorConfig", None,
+        # the selector's config (0.13 on; before, its fields are the arguments)
+        self.selector_config = _cut_method(_first(self.root, SELECTORS), "AttentionSelectorConfig", None,
                                            {"NamedTuple": typing.NamedTuple, "AttentionType": _Config(
                                                DECODER="decoder")})
-        registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
+        registry = self._registry()
+        if (self.root / "vllm/attention/backends/abstract.py").exists():  # vllm.attention's, before 0.14
+            importlib.import_module("vllm.attention").AttentionType = importlib.import_module(
+                "vllm.attention.backends.abstract").AttentionType
         ns = {"AttentionBackendEnum": registry.AttentionBackendEnum, "logger": _Logger(quiet, {}), "cache": functools.cache,
               "DeviceCapability": self.device_capability}
         ns["NamedTuple"] = typing.NamedTuple
+        # no backend nor FlashAttention version asked for (the variables, before 0.13)
+        ns["envs"] = sys.modules["vllm"].envs = sys.modules["vllm.envs"]  # `from vllm import envs` too
+        ns["envs"].VLLM_ATTENTION_BACKEND = ns["envs"].VLLM_FLASH_ATTN_VERSION = None
         for node in ast.parse((self.root / CUDA_PLATFORM).read_text()).body:  # what cuda.py imports by name
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm."):
                 module = importlib.import_module(node.module)
@@ -609,8 +631,22 @@ class Harness:
         methods = {name: classmethod(_cut_method(self.root / CUDA_PLATFORM, "CudaPlatformBase", name, ns))
                    for name in ("get_valid_backends", "get_attn_backend_cls")}
         methods.update(device_name="cuda", get_device_capability=classmethod(
-            lambda cls, *args: self.platform.get_device_capability()))
-        self.select = type("CudaPlatform", (), methods).get_attn_backend_cls
+            lambda cls, *args: self.platform.get_device_capability()),
+            is_device_capability_family=classmethod(lambda cls, family: self.platform.is_device_capability_family(family)),
+            is_device_capability=classmethod(lambda cls, capability: self.platform.is_device_capability(capability)))
+        self.check_and_update = None
+        if packaging.version.Version(self.version).release[:2] < (0, 18):
+            # before 0.18 the platform's config check picks an MLA model's block size and may
+            # preselect its backend, which the selection then must find valid
+            methods["check_and_update_config"] = classmethod(
+                _cut_method(self.root / CUDA_PLATFORM, "CudaPlatformBase", "check_and_update_config", ns))
+        platform = type("CudaPlatform", (), methods)
+        self.select = platform.get_attn_backend_cls
+        self.check_and_update = getattr(platform, "check_and_update_config", None)
+
+    def _registry(self):
+        return importlib.import_module(_first(self.root, BACKEND_REGISTRIES).relative_to(self.root).as_posix()[:-3]
+                                       .replace("/", "."))
 
     def attention_backend(self, truth, options, capability, layer):
         """The backend the release picks for an attention ``layer`` on a card of ``capability``:
@@ -631,19 +667,44 @@ class Harness:
                   "kv_cache_dtype": options["kv_dtype_setting"], "block_size": options["user_block_size"],
                   "use_mla": layer["kind"] == "mla", "has_sink": bool(truth.get("sinks")), "use_sparse": False,
                   "use_mm_prefix": False, "attn_type": "decoder", "has_sliding_window": bool(layer.get("window"))}
-        config = self.selector_config(**{name: value for name, value in fields.items()
-                                         if name in self.selector_config._fields})
+        config = self.selector_config and self.selector_config(**{
+            name: value for name, value in fields.items() if name in self.selector_config._fields})
+        selected = self.preselected(self.platform_config(truth, options, layer)) if self.check_and_update else None
         try:
-            path = _call(self.select, selected_backend=None, attn_selector_config=config,
-                         num_heads=truth["heads"] // options["tensor_parallel_size"])
+            path = _call(self.select, selected_backend=selected, attn_selector_config=config,
+                         num_heads=truth["heads"] // options["tensor_parallel_size"], **fields)
         except ValueError as exc:
             return "ValueError: %s" % exc
         return _resolve_qualname(path).get_name()
 
+    def platform_config(self, truth, options, layer):
+        """What the CUDA platform's config check (before 0.18) leaves of a config: the block size
+        (an MLA backend's, forced) and the backend it preselected (``attention_config.backend``)."""
+        nope = (truth.get("mla") or {}).get("nope")
+        vllm_config = _Config(
+            parallel_config=_Config(worker_cls="auto"), attention_config=_Config(backend=None),
+            cache_config=_Config(block_size=options["user_block_size"], cache_dtype=options["kv_dtype_setting"]),
+            # a plain namespace: the check asks hasattr(hf_config, "index_topk") for the sparse MLA
+            model_config=_Config(use_mla=layer["kind"] == "mla", hf_config=types.SimpleNamespace(),
+                                 hf_text_config=types.SimpleNamespace(qk_nope_head_dim=nope), is_mm_prefix_lm=False),
+            scheduler_config=_Config())
+        sys.modules["vllm.envs"].VLLM_ATTENTION_BACKEND = None
+        self.check_and_update(vllm_config)
+        return vllm_config
+
+    def preselected(self, vllm_config):
+        """The backend the config check preselected: in the attention config (0.13 on), or
+        before in VLLM_ATTENTION_BACKEND, which it sets for the selector to read."""
+        named = sys.modules["vllm.envs"].VLLM_ATTENTION_BACKEND
+        return vllm_config.attention_config.backend or (self._registry().AttentionBackendEnum[named] if named else None)
+
     def block_size(self, truth, options, backend_name):
         """The block size the release's platform settles on for a model without Mamba layers once
-        its selection picked ``backend_name`` (0.18 on): the backend's preference unless
-        --block-size."""
+        its selection picked ``backend_name``: from 0.18 the backend's preference unless
+        --block-size; before, what the platform's config check leaves (16, or an MLA backend's)."""
+        if self.check_and_update:
+            layer = next(layer for layer in truth["layers"] if not layer.get("shared"))
+            return self.platform_config(truth, options, layer).cache_config.block_size
         backend = self._backend_class(backend_name)
         user = options["user_block_size"]
         cache_config = _Config(block_size=user or 16, user_specified_block_size=user is not None,
@@ -663,11 +724,11 @@ class Harness:
             "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
 
     def _backend_class(self, backend_name):
-        """The backend's class: the release's own where it picks backends (0.18 on; it reads the
-        config its selection left); before, one with the release's AttentionBackend methods and
+        """The backend's class: the release's own where it ranks backends (0.11.2 on; it reads the
+        config its selection left); in 0.10, one with the release's AttentionBackend methods and
         the kernel block sizes the backend declares (the 0.33 harness's table)."""
         if self.select is not None:
-            registry = importlib.import_module(BACKEND_REGISTRY[:-3].replace("/", "."))
+            registry = self._registry()
             return registry.AttentionBackendEnum[backend_name].get_class()
         kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
         multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf
@@ -890,6 +951,11 @@ def _speculative_config(num_spec):
         return None
     return _Config(num_speculative_tokens=num_spec, method="mtp", use_eagle=lambda: True,
                    use_multi_module_mtp=lambda: False, use_eagle_block_drop=lambda: False)
+
+
+def _first(root, paths):
+    """The first of ``paths`` the release has, under its source ``root``."""
+    return next(root / path for path in paths if (root / path).exists())
 
 
 def _call(function, **available):

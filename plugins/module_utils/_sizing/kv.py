@@ -48,8 +48,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releas
     parse_version,
 )
 
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
-MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
+# The cache dtypes modelled, each with the release its --kv-cache-dtype / --mamba-*-dtype choices
+# took it in (config/cache.py CacheDType, MambaDType).
+_KV_CACHE_DTYPES_FROM = {"auto": "0.10", "bfloat16": "0.11", "float16": "0.18", "fp8": "0.10",
+                         "fp8_e4m3": "0.10", "fp8_e5m2": "0.10"}
+_MAMBA_DTYPES_FROM = {"auto": "0.10", "float32": "0.10", "float16": "0.13", "bfloat16": "0.22"}
+KV_CACHE_DTYPES = tuple(_KV_CACHE_DTYPES_FROM)
+MAMBA_DTYPES = tuple(_MAMBA_DTYPES_FROM)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 # What vLLM's get_batch_defaults (engine/arg_utils.py) and the CUDA backend priority lists
@@ -171,8 +176,8 @@ _CUTLASS_MLA = _Backend("CUTLASS_MLA", fixed=(128,))
 _TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
 
 
-def _attention_backend_before_0_18(options, model):
-    """Before 0.18, a model without MLA: FlashInfer on Blackwell or for an fp8 cache FlashAttention
+def _attention_backend_0_10(options, model):
+    """0.10, a model without MLA: FlashInfer on Blackwell or for an fp8 cache FlashAttention
     cannot read (it takes e4m3 as FA3 on Hopper only), Triton for attention sinks off Hopper,
     FlashAttention otherwise (inferred from platforms/cuda.py, not run)."""
     sm, kv_dtype = options.sm, options.kv_cache_dtype
@@ -188,10 +193,13 @@ def _attention_backend_before_0_18(options, model):
 
 def _flash_attn_takes(options, head_size, sinks):
     """FlashAttentionBackend.validate_configuration (FA2; FA3 on Hopper; FA4 on Blackwell from 0.20,
-    which brings 512-wide heads and sinks there, and fp8 caches from 0.27)."""
+    which brings 512-wide heads and sinks there, and fp8 caches from 0.27). Its heads: a multiple
+    of 8 up to 256 from 0.12, a list of eight sizes before."""
     family, fp8 = options.sm // 10, options.kv_cache_dtype.startswith("fp8")
     block = options.user_block_size
     if head_size % 8 or head_size > 256 and not (head_size == 512 and family in (9, 10) and options.since("0.20")):
+        return False
+    if not options.since("0.12") and head_size not in (32, 64, 96, 128, 160, 192, 224, 256):
         return False
     if sinks and not (family == 9 or (family == 10 and options.since("0.20"))):
         return False
@@ -220,7 +228,7 @@ def _flashinfer_takes(options, head_size, sinks):
 
 
 def _attention_backend(options, model):
-    """platforms/cuda.py get_attn_backend_cls for a model without MLA (0.18 on): the first of
+    """platforms/cuda.py get_attn_backend_cls for a model without MLA (0.11 on): the first of
     FlashInfer, FlashAttention, Triton on Blackwell (FlashAttention first elsewhere) that takes
     the first attention layer's heads, the cache dtype, the sinks and the block size."""
     head_size = next(layer for layer in model["layers"] if layer["kind"] != "linear_attention")["head_size"]
@@ -437,6 +445,10 @@ def _release(vllm_version, allow_nearest, seat):
         raise KVSizingError(_prefix(seat) + str(exc)) from None
 
 
+def _release_dtypes(options, came_in):
+    return tuple(dtype for dtype, release in came_in.items() if options.since(release))
+
+
 class _Options:
     """Validated options, with vLLM's defaults resolved for the chosen GPU."""
 
@@ -453,13 +465,16 @@ class _Options:
         if gpu not in GPU_PROFILES:
             raise self.error("gpu", "one of %s" % ", ".join(sorted(GPU_PROFILES)), gpu)
         self.gpu, self.sm = gpu, GPU_PROFILES[gpu]["sm"]
-        if kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise self.error("kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES),
-                             kv_cache_dtype)
-        for name, value in (("mamba_cache_dtype", mamba_cache_dtype),
-                            ("mamba_ssm_cache_dtype", mamba_ssm_cache_dtype)):
-            if value not in MAMBA_DTYPES:
-                raise self.error(name, "one of %s" % ", ".join(MAMBA_DTYPES), value)
+        for name, value, known, offered in (
+                ("kv_cache_dtype", kv_cache_dtype, KV_CACHE_DTYPES, _release_dtypes(self, _KV_CACHE_DTYPES_FROM)),
+                ("mamba_cache_dtype", mamba_cache_dtype, MAMBA_DTYPES, _release_dtypes(self, _MAMBA_DTYPES_FROM)),
+                ("mamba_ssm_cache_dtype", mamba_ssm_cache_dtype, MAMBA_DTYPES,
+                 _release_dtypes(self, _MAMBA_DTYPES_FROM))):
+            if value not in known:
+                raise self.error(name, "one of %s" % ", ".join(known), value)
+            if value not in offered:
+                raise self.error(name, "one of %s (vLLM %s's choices)" % (
+                    ", ".join(offered), self.release["release"]), value)
         self.tp = self.positive_int("tensor_parallel_size", tensor_parallel_size)
         self.user_block_size = None if block_size is None \
             else self.positive_int("block_size", block_size)
@@ -655,14 +670,67 @@ def _mla_backend(options, model):
     return next(backend for backend in priorities if _mla_backend_takes(backend, model, options))
 
 
-def _mla_backend_before_0_18(options, model):
-    """platforms/cuda.py check_and_update_config before 0.18: FlashMLA on Hopper; on Blackwell
-    CUTLASS MLA, or FlashInfer MLA for 128-wide nope heads from 0.15; Triton MLA elsewhere."""
+def _mla_forcing_backend(options, model):
+    """platforms/cuda.py check_and_update_config before 0.18, the backend whose block size it
+    forces: FlashMLA on Hopper; on Blackwell CUTLASS MLA, or FlashInfer MLA for 128-wide nope
+    heads from 0.15; none (Triton MLA's 16) elsewhere. In 0.10, the seat's backend too."""
     family = options.sm // 10
     if family == 10:
         flashinfer = options.since("0.15") and model["mla"]["qk_nope_head_dim"] == 128
         return _FLASHINFER_MLA if flashinfer else _CUTLASS_MLA
     return _FLASHMLA if family == 9 else _TRITON_MLA
+
+
+# 0.11 to 0.17: CUDA's MLA priority lists, and the backend the config check preselects on
+# Blackwell (CUTLASS MLA to 0.14; FlashInfer MLA for 128-wide nope heads from 0.15), which the
+# selection must then find valid
+_MLA_PRIORITIES_BEFORE_0_18 = {"0.11": (_CUTLASS_MLA, _FLASHINFER_MLA, _FLASH_ATTN_MLA, _FLASHMLA, _TRITON_MLA),
+                               "0.15": (_FLASHINFER_MLA, _CUTLASS_MLA, _FLASH_ATTN_MLA, _FLASHMLA, _TRITON_MLA)}
+
+
+def _mla_backend_takes_before_0_18(backend, model, options, kv_cache_dtype):
+    """validate_configuration of an MLA backend, 0.11 to 0.17 (the selection ignores the block
+    size): 576-wide latent heads only (MLACommonBackend); fp8 caches on FlashMLA, FlashInfer MLA
+    and CUTLASS MLA, not FlashAttention MLA or Triton MLA; FlashInfer MLA's 128-wide nope heads
+    from 0.15."""
+    mla = model["mla"]
+    if mla["kv_lora_rank"] + mla["qk_rope_head_dim"] != 576:
+        return False
+    dtypes = ("auto", "bfloat16") if options.since("0.15") else ("auto",)
+    if backend not in (_FLASH_ATTN_MLA, _TRITON_MLA):
+        dtypes += ("fp8", "fp8_e4m3")
+    if kv_cache_dtype not in dtypes:
+        return False
+    if backend is _TRITON_MLA:
+        return True
+    if options.sm // 10 != _MLA_FAMILY[backend.name]:
+        return False
+    return backend is not _FLASHINFER_MLA or not options.since("0.15") or mla["qk_nope_head_dim"] == 128
+
+
+def _mla_backend_before_0_18(options, model):
+    """The MLA backend 0.11 to 0.17 run: the preselected one, or the first of the priority list
+    that takes the model; a refusal where none does (vLLM: "No valid attention backend found",
+    or "Selected backend ... is not valid")."""
+    family = options.sm // 10
+    priorities = _MLA_DEFAULT_PRIORITIES
+    if family == 10:
+        priorities = _MLA_PRIORITIES_BEFORE_0_18["0.15" if options.since("0.15") else "0.11"]
+        if not options.since("0.15") or model["mla"]["qk_nope_head_dim"] == 128:
+            priorities = priorities[:1]
+    for backend in priorities:
+        if _mla_backend_takes_before_0_18(backend, model, options, options.kv_cache_dtype):
+            return backend
+    release = options.release["release"]
+    mla = model["mla"]
+    if mla["kv_lora_rank"] + mla["qk_rope_head_dim"] != 576:
+        raise options.error("kv_lora_rank + qk_rope_head_dim", "the 576-wide latent heads every MLA "
+                            "attention backend of vLLM %s takes" % release,
+                            mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
+    taken = [dtype for dtype in KV_CACHE_DTYPES if any(
+        _mla_backend_takes_before_0_18(backend, model, options, dtype) for backend in priorities)]
+    raise options.error("kv_cache_dtype", "a KV cache dtype an MLA attention backend of vLLM %s takes on "
+                        "this card (%s)" % (release, ", ".join(taken)), options.kv_cache_dtype)
 
 
 def _forced_mla_block(options, backend):
@@ -684,7 +752,7 @@ def _block_size(model, options, backend, attn_per_token):
     and phase 2 (_align_hybrid_block_size for Mamba hybrids). Returns (block size, mamba page
     padding or None, mamba state bytes)."""
     if model["mla"] and not options.since("0.18"):
-        return _forced_mla_block(options, backend), None, 0
+        return _forced_mla_block(options, _mla_forcing_backend(options, model)), None, 0
     block_size = options.user_block_size or backend.preferred_block_size(16)
     if block_size % min(backend.bases()):
         raise options.error("block_size", "a multiple of %d (the %s backend's kernel block)"
@@ -705,16 +773,28 @@ def _block_size(model, options, backend, attn_per_token):
     return block_size, (padded if padded != state_bytes else None), state_bytes
 
 
+def _select_backend(options, model):
+    """The attention backend the seat's release runs the model's first attention layer with:
+    its own selection from 0.11; in 0.10, inferred."""
+    if options.kv_cache_dtype == "bfloat16" and not options.since("0.15"):
+        # the CLI takes it from 0.11, but no attention backend lists it before 0.15
+        raise options.error("kv_cache_dtype", "a KV cache dtype an attention backend of vLLM %s takes "
+                            "(bfloat16 comes in 0.15)" % options.release["release"], options.kv_cache_dtype)
+    if model["mla"]:
+        if options.since("0.18"):
+            return _mla_backend(options, model)
+        return _mla_backend_before_0_18(options, model) if options.since("0.11") \
+            else _mla_forcing_backend(options, model)
+    return _attention_backend(options, model) if options.since("0.11") \
+        else _attention_backend_0_10(options, model)
+
+
 def _layer_specs(model, options, max_model_len):
     """One spec per layer that owns a cache, as the model's attention layers report them."""
     if options.num_spec and model["attention"] != "gated_delta_net":
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
-    if model["mla"]:
-        select = _mla_backend if options.since("0.18") else _mla_backend_before_0_18
-    else:
-        select = _attention_backend if options.since("0.18") else _attention_backend_before_0_18
-    backend = select(options, model)
+    backend = _select_backend(options, model)
     stride_base = backend.stride_alignment_base()
     attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]
     reference = attention[0]

@@ -578,11 +578,51 @@ def test_from_0_18_an_mla_model_takes_the_first_backend_that_serves_it():
         # a --block-size FlashMLA cannot split, or heads it has no kernel for: Triton MLA
         assert mla_pick(wide, version, kv_cache_dtype="fp8", block_size=16) == ("TRITON_MLA", 16)
         assert mla_pick(narrow, version) == mla_pick(narrow, version, gpu="b200") == ("TRITON_MLA", 16)
-    assert mla_pick(narrow, "0.17.1") == ("FLASHMLA", 64), "0.17 forces FlashMLA on Hopper"
     # FlashInfer MLA takes 192-wide nope heads from 0.19; before, B200 falls to CUTLASS MLA
     nope_192 = dict(wide, qk_nope_head_dim=192)
     assert mla_pick(nope_192, "0.18.1", gpu="b200") == ("CUTLASS_MLA", 128)
     assert mla_pick(nope_192, "0.19.1", gpu="b200") == ("FLASHINFER_MLA", 32)
+
+
+def test_from_0_11_to_0_17_an_mla_model_runs_the_preselected_or_first_valid_backend_at_the_forced_block():
+    wide = config("deepseek-v2-lite")  # 128-wide nope heads
+    # Hopper: FlashAttention MLA (FlashMLA for an fp8 cache), in the 64-token blocks forced for FlashMLA
+    assert mla_pick(wide, "0.17.1") == ("FLASH_ATTN_MLA", 64)
+    assert mla_pick(wide, "0.11.2", kv_cache_dtype="fp8") == ("FLASHMLA", 64)
+    # Blackwell: CUTLASS MLA preselected to 0.14; from 0.15 FlashInfer MLA for 128-wide nope heads
+    assert mla_pick(wide, "0.14.1", gpu="b200") == ("CUTLASS_MLA", 128)
+    assert mla_pick(wide, "0.15.1", gpu="b200") == ("FLASHINFER_MLA", 64)
+    assert mla_pick(dict(wide, qk_nope_head_dim=192), "0.15.1", gpu="b200") == ("CUTLASS_MLA", 128)
+    assert mla_pick(wide, "0.17.1", gpu="a100") == ("TRITON_MLA", 16)
+    # every MLA backend takes only 576-wide latent heads; Triton MLA, Ampere's, no fp8 cache
+    with pytest.raises(KVSizingError) as refused:
+        evaluate_kv_budget(dict(wide, kv_lora_rank=256, qk_rope_head_dim=32), 32768, EIGHT_G, seat="s",
+                           vllm_version="0.17.1")
+    assert str(refused.value) == ("seat s: kv_lora_rank + qk_rope_head_dim: expected the 576-wide latent heads "
+                                  "every MLA attention backend of vLLM 0.17.1 takes, got 288")
+    with pytest.raises(KVSizingError) as refused:
+        evaluate_kv_budget(wide, 32768, EIGHT_G, seat="s", vllm_version="0.17.1", gpu="a100", kv_cache_dtype="fp8")
+    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype an MLA attention backend of "
+                                  "vLLM 0.17.1 takes on this card (auto, bfloat16), got 'fp8'")
+
+
+def test_each_release_takes_the_cache_dtypes_its_cli_offers_and_a_backend_serves():
+    def refusal(version, **options):
+        with pytest.raises(KVSizingError) as refused:
+            evaluate_kv_budget(config("qwen3-8b"), 8192, EIGHT_G, seat="s", vllm_version=version, **options)
+        return str(refused.value)
+    assert refusal("0.10.2", kv_cache_dtype="bfloat16") == (
+        "seat s: kv_cache_dtype: expected one of auto, fp8, fp8_e4m3, fp8_e5m2 (vLLM 0.10.2's choices), got 'bfloat16'")
+    assert refusal("0.17.1", kv_cache_dtype="float16").startswith(
+        "seat s: kv_cache_dtype: expected one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (vLLM 0.17.1's choices)")
+    assert refusal("0.12.0", mamba_ssm_cache_dtype="float16") == (
+        "seat s: mamba_ssm_cache_dtype: expected one of auto, float32 (vLLM 0.12.0's choices), got 'float16'")
+    # the CLI offers bfloat16 from 0.11, but no attention backend lists it before 0.15
+    assert refusal("0.14.1", kv_cache_dtype="bfloat16") == (
+        "seat s: kv_cache_dtype: expected a KV cache dtype an attention backend of vLLM 0.14.1 takes (bfloat16 "
+        "comes in 0.15), got 'bfloat16'")
+    assert backend("qwen3-8b", "0.15.1", kv_cache_dtype="bfloat16") == "FLASH_ATTN"
+    assert backend("qwen3-8b", "0.18.1", kv_cache_dtype="float16") == "FLASH_ATTN"
 
 
 def test_no_mla_backend_takes_an_fp8_e5m2_cache_from_0_18():
@@ -598,16 +638,17 @@ def backend(model_config, version, **options):
     return evaluate_kv_budget(model_config, 8192, EIGHT_G, vllm_version=version, **options)["attention_backend"]
 
 
-def test_from_0_18_the_backend_is_the_first_of_the_cards_priority_list_that_serves_the_model():
+def test_from_0_11_the_backend_is_the_first_of_the_cards_priority_list_that_serves_the_model():
     # gpt-oss's attention sinks: FlashAttention has them on Hopper only, FlashInfer on RTX PRO
     # (SM120) from 0.28 and on Hopper from 0.30, Triton everywhere
     assert [backend("gpt-oss-20b", version, gpu="rtx-pro-6000") for version in ("0.27.1", "0.28.0")] == \
         ["TRITON_ATTN", "FLASHINFER"]
     assert [backend("gpt-oss-20b", version, kv_cache_dtype="fp8_e5m2") for version in ("0.17.1", "0.22.1", "0.30.0")] \
-        == ["FLASHINFER", "TRITON_ATTN", "FLASHINFER"], "FA3 takes no e5m2 cache from 0.22"
-    assert [backend("gpt-oss-20b", version, gpu="a100", kv_cache_dtype="fp8") for version in ("0.17.1", "0.18.1")] \
-        == ["FLASHINFER", "TRITON_ATTN"], "FlashInfer has no sinks on Ampere"
-    # FlashInfer serves heads of 64, 128, 256 (512 from 0.22): an 80-wide head on B200 is FlashAttention's
+        == ["FLASH_ATTN", "TRITON_ATTN", "FLASHINFER"], "FA3 takes no e5m2 cache from 0.22"
+    assert [backend("gpt-oss-20b", version, gpu="a100", kv_cache_dtype="fp8") for version in ("0.11.2", "0.18.1")] \
+        == ["TRITON_ATTN", "TRITON_ATTN"], "FlashInfer has no sinks on Ampere, FlashAttention none off Hopper"
+    # FlashInfer serves heads of 64, 128, 256 (512 from 0.22): an 80-wide head on B200 is FlashAttention's,
+    # from 0.12 (before, its heads are a list without 80)
     eighty = dict(config("qwen3-8b"), head_dim=80)
-    assert [backend(eighty, version, gpu="b200") for version in ("0.17.1", "0.18.1")] == ["FLASHINFER", "FLASH_ATTN"]
+    assert [backend(eighty, version, gpu="b200") for version in ("0.11.2", "0.12.0")] == ["TRITON_ATTN", "FLASH_ATTN"]
     assert backend("qwen3-8b", "0.33.0", gpu="b200", kv_cache_dtype="fp8") == "FLASHINFER"
