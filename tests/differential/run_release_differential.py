@@ -89,12 +89,20 @@ def release_inputs(case, mine, release):
         "kv_dtype_setting": opts.kv_cache_dtype}
 
 
-def their_backend(harness, case, options):
-    """The backend the release picks for the model's first attention layer (0.11.2 on), as
-    ``(name, None)``, or ``(None, its error)`` where none takes it."""
-    layer = next(layer for layer in case["truth"]["layers"] if layer["kind"] != "linear")
-    name = harness.attention_backend(case["truth"], options, options["capability"], layer)
-    return (None, name) if name.startswith("ValueError") else (name, None)
+def their_backends(harness, case, options):
+    """The backend the release picks for each attention layer (0.11.2 on), as ``({layer name:
+    backend name}, None)`` in layer order, or ``(None, its error)`` where none takes a layer."""
+    picked, by_geometry = {}, {}
+    for index, layer in enumerate(case["truth"]["layers"]):
+        if layer["kind"] == "linear" or layer.get("shared"):
+            continue
+        geometry = (layer["kind"], layer["head_size"], bool(layer.get("window")))
+        if geometry not in by_geometry:
+            by_geometry[geometry] = harness.attention_backend(case["truth"], options, options["capability"], layer)
+        if by_geometry[geometry].startswith("ValueError"):
+            return None, by_geometry[geometry]
+        picked["model.layers.%d" % index] = by_geometry[geometry]
+    return picked, None
 
 
 def their_max_len(harness, case, length):
@@ -123,7 +131,7 @@ def refused_alike(harness, case, release, error):
     if "attention backend of vLLM" in error or "576-wide latent heads" in error:
         truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
                                                    LATEST), LATEST)
-        return harness.select is not None and their_backend(harness, case, dict(
+        return harness.select is not None and their_backends(harness, case, dict(
             options, kv_dtype_setting=case["options"]["kv_cache_dtype"]))[1] is not None
     if case["family"] == "gdn" and ("model_type: expected a model vLLM" in error
                                     or "not compatible with speculative decoding" in error):
@@ -141,14 +149,15 @@ def their_plan(harness, case, truth, options):
     from the release's own backend class."""
     if not harness.select:
         return run_case(harness, truth, options)
-    backend, error = their_backend(harness, case, options)
+    picked, error = their_backends(harness, case, options)
     if error:
         return {"boot_ok": False, "boot_error": error}
-    options = dict(options, backend=backend)
+    backends = list(dict.fromkeys(picked.values()))
+    options = dict(options, backend=backends[0], layer_backends=picked)
     if not truth.get("linear"):
-        options["block_size"] = harness.block_size(truth, options, backend)
+        options["block_size"] = harness.block_size(truth, options, backends)
     theirs = run_case(harness, truth, options)
-    theirs["attention_backend"] = backend
+    theirs["attention_backend"] = backends[0]
     return theirs
 
 
@@ -236,7 +245,7 @@ def backend_grid(harness, release):
                 ours = _kv_sizing._select_backend(opts, model).name
             except ValueError:
                 ours = None
-            theirs = harness.attention_backend(truth, options, CAPABILITIES[gpu], layer)
+            theirs = harness.attention_backend(dict(truth, layers=[layer]), options, CAPABILITIES[gpu], layer)
             theirs = None if theirs.startswith("ValueError") else theirs
             points += 1
             if ours != theirs:

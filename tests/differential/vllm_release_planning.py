@@ -654,10 +654,12 @@ class Harness:
         self.platform.capability = tuple(capability)
         _clear_caches()  # FA versions and the like are cached per process, and the card changes
         tp = options["tensor_parallel_size"]
+        # the model's head size (its config's head_dim: the first attention layer's), whichever layer asks
+        model_head_size = next(layer for layer in truth["layers"] if layer["kind"] != "linear")["head_size"]
         self.current_config = _Config(
             model_config=_Config(hf_text_config=_Config(qk_nope_head_dim=(truth.get("mla") or {}).get("nope")),
                                  get_num_attention_heads=lambda parallel: truth["heads"] // tp,
-                                 get_head_size=lambda: layer["head_size"], dtype=getattr(self.torch, truth["dtype"]),
+                                 get_head_size=lambda: model_head_size, dtype=getattr(self.torch, truth["dtype"]),
                                  get_num_kv_heads=lambda parallel: 1 if layer["kind"] == "mla"
                                  else max(1, layer["kv_heads"] // tp)),
             parallel_config=_Config(tensor_parallel_size=tp, decode_context_parallel_size=1, prefill_context_parallel_size=1,
@@ -698,14 +700,15 @@ class Harness:
         named = sys.modules["vllm.envs"].VLLM_ATTENTION_BACKEND
         return vllm_config.attention_config.backend or (self._registry().AttentionBackendEnum[named] if named else None)
 
-    def block_size(self, truth, options, backend_name):
+    def block_size(self, truth, options, backend_names):
         """The block size the release's platform settles on for a model without Mamba layers once
-        its selection picked ``backend_name``: from 0.18 the backend's preference unless
-        --block-size; before, what the platform's config check leaves (16, or an MLA backend's)."""
+        its selection picked ``backend_names`` (the distinct ones of its attention layers, in layer
+        order): from 0.18 the backends' preference unless --block-size; before, what the
+        platform's config check leaves (16, or an MLA backend's)."""
         if self.check_and_update:
             layer = next(layer for layer in truth["layers"] if not layer.get("shared"))
             return self.platform_config(truth, options, layer).cache_config.block_size
-        backend = self._backend_class(backend_name)
+        backends = [self._backend_class(name) for name in backend_names]
         user = options["user_block_size"]
         cache_config = _Config(block_size=user or 16, user_specified_block_size=user is not None,
                                cache_dtype=options["kv_dtype_setting"])
@@ -714,14 +717,17 @@ class Harness:
                               cache_config=cache_config, parallel_config=_Config(
                                   tensor_parallel_size=options["tensor_parallel_size"]))
         importlib.import_module("vllm.config.vllm").get_layers_from_vllm_config = lambda *args: {
-            "model.layers.0": _Config(get_attn_backend=lambda: backend)}
-        self._platform_class(backend).update_block_size_for_backend(vllm_config)
+            "model.layers.%d" % index: _Config(get_attn_backend=lambda backend=backend: backend)
+            for index, backend in enumerate(backends)}
+        self._platform_class(backends).update_block_size_for_backend(vllm_config)
         return cache_config.block_size
 
-    def _platform_class(self, backend):
+    def _platform_class(self, backends):
+        """The platform, its layers served by ``backends``: the first non-SSM layer's (to 0.30), or
+        the distinct ones in layer order (0.31 on)."""
         return type("CudaPlatform", (self.platform_cls,), {
-            "_find_non_ssm_backend": classmethod(lambda cls, config: backend),
-            "_find_non_ssm_backends": classmethod(lambda cls, config: [backend])})
+            "_find_non_ssm_backend": classmethod(lambda cls, config: backends[0]),
+            "_find_non_ssm_backends": classmethod(lambda cls, config: list(backends))})
 
     def _backend_class(self, backend_name):
         """The backend's class: the release's own where it ranks backends (0.11.2 on; it reads the
@@ -783,7 +789,7 @@ class Harness:
         if cache_config.block_size is None:  # CudaPlatform.check_and_update_config before 0.18
             cache_config.block_size = 16
         if self.platform_cls is not None:  # the worker, once the model is loaded (0.18 on)
-            self._platform_class(self._backend_class(options["backend"])).update_block_size_for_backend(vllm_config)
+            self._platform_class([self._backend_class(options["backend"])]).update_block_size_for_backend(vllm_config)
         layer = _Config(get_state_shape=lambda: self.model_cls.get_mamba_state_shape_from_config(vllm_config),
                         get_state_dtype=lambda: self.model_cls.get_mamba_state_dtype_from_config(vllm_config),
                         mamba_type="gdn_attn", is_kv_cache_tp_replicated=False)
@@ -996,8 +1002,8 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
             continue
         block_size = options["block_size"]
         if layer.get("window"):
-            block_size = harness.sliding_block_size(options["backend"], layer, block_size, tp, kv_dtype,
-                                                    options["kv_dtype"])
+            block_size = harness.sliding_block_size(options.get("layer_backends", {}).get(name, options["backend"]), layer,
+                                                    block_size, tp, kv_dtype, options["kv_dtype"])
         specs[name] = harness.layer_spec(layer, block_size, tp, kv_dtype)
     budget = options["kv_cache_memory_bytes"]
     config = _vllm_config(harness, options, max_model_len)
