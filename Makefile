@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := . scripts/env.sh &&
-# the releases that pick attention backends by priority (the backend grid of kv-releases)
-KV_BACKEND_RELEASES := 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1 0.20.2 0.21.0 0.22.1 0.23.0 \
+# the releases the backend grid of kv-releases runs: every modelled one
+KV_BACKEND_RELEASES := 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1 0.20.2 0.21.0 0.22.1 0.23.0 \
 	0.24.0 0.25.1 0.26.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0
 
 .PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench kv-releases clean

@@ -15,7 +15,7 @@ release cannot load, a cache dtype it does not offer or no attention backend of 
 auto-fit before 0.14, a GDN model it does not register). ``all``
 runs every modelled release before 0.33, one process each (a harness owns ``vllm`` in
 sys.modules); 0.33 itself is run_differential.py's. ``--backend-grid`` compares instead the
-attention backend ours and the release's own selection pick (0.11.2 on, 0.33 included) over a
+attention backend ours and the release's own selection pick (0.10.2 to 0.33) over a
 grid of cards, head sizes, cache dtypes, sinks and block sizes, and exits 1 on a mismatch.
 """
 
@@ -90,7 +90,7 @@ def release_inputs(case, mine, release):
 
 
 def their_backends(harness, case, options):
-    """The backend the release picks for each attention layer (0.11.2 on), as ``({layer name:
+    """The backend the release picks for each attention layer, as ``({layer name:
     backend name}, None)`` in layer order, or ``(None, its error)`` where none takes a layer."""
     picked, by_geometry = {}, {}
     for index, layer in enumerate(case["truth"]["layers"]):
@@ -119,7 +119,8 @@ def their_max_len(harness, case, length):
 
 def refused_alike(harness, case, release, error):
     """Whether the release, too, fails the boot of a case ours refused: a config it cannot
-    load, a cache dtype its CLI does not offer, a model no attention backend of it takes,
+    load, a cache dtype its CLI does not offer, a model no attention backend of it takes (or, in
+    0.10, whose backend's kernels refuse the cache dtype or block size),
     auto-fit before the release that brought it, a GDN model it does not register or a Mamba
     cache mode its config checks refuse."""
     if "cannot boot it" in error:
@@ -128,10 +129,18 @@ def refused_alike(harness, case, release, error):
         field = error.split(":", 1)[0]
         return case["options"][field] not in harness.cli_dtypes[
             "CacheDType" if field == "kv_cache_dtype" else "MambaDType"]
+    if "the backend vLLM %s runs this model with" % release in error:
+        # 0.10's kernels refuse what its selection never asked about (read from their Impl
+        # classes): the release's own selection must have picked the backend named
+        truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto",
+                                                                             block_size=None)), LATEST), LATEST)
+        picked = their_backends(harness, case, dict(options, kv_dtype_setting=case["options"]["kv_cache_dtype"],
+                                                    user_block_size=case["options"]["block_size"]))[0]
+        return picked is not None and list(picked.values())[0] in error
     if "attention backend of vLLM" in error or "576-wide latent heads" in error:
         truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
                                                    LATEST), LATEST)
-        return harness.select is not None and their_backends(harness, case, dict(
+        return their_backends(harness, case, dict(
             options, kv_dtype_setting=case["options"]["kv_cache_dtype"]))[1] is not None
     if case["family"] == "gdn" and ("model_type: expected a model vLLM" in error
                                     or "not compatible with speculative decoding" in error):
@@ -143,12 +152,10 @@ def refused_alike(harness, case, release, error):
 
 
 def their_plan(harness, case, truth, options):
-    """The release's numbers for a case it boots past the model config; from 0.11.2 with the
+    """The release's numbers for a case it boots past the model config, with the
     backend the release picks for the first attention layer, the block size its platform then
     settles on (a GDN hybrid's comes out of its config checks) and a sliding layer's block size
     from the release's own backend class."""
-    if not harness.select:
-        return run_case(harness, truth, options)
     picked, error = their_backends(harness, case, options)
     if error:
         return {"boot_ok": False, "boot_error": error}
@@ -219,15 +226,18 @@ GRID_MLA = ((512, 64, 128), (512, 64, 192), (512, 64, 64), (256, 32, 64))
 
 
 def backend_grid(harness, release):
-    """Ours and the release's selection (0.11.2 on) over GRID_*: ``(points, mismatches)``."""
+    """Ours and the release's selection over GRID_*: ``(points, mismatches)``."""
     dense = _kv_sizing.describe_model({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
                                        "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096,
                                        "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})
     points, mismatches = 0, []
     for gpu, kv_dtype, block in itertools.product(sorted(GPUS), GRID_KV_DTYPES, GRID_BLOCKS):
         options = {"tensor_parallel_size": 1, "kv_dtype_setting": kv_dtype, "user_block_size": block}
-        opts = _kv_sizing._Options(dense, 8192, None, gpu=gpu, kv_cache_dtype=kv_dtype, block_size=block,
-                                   vllm_version=release)
+        try:
+            opts = _kv_sizing._Options(dense, 8192, None, gpu=gpu, kv_cache_dtype=kv_dtype, block_size=block,
+                                       vllm_version=release)
+        except ValueError:  # a cache dtype the release's CLI does not offer
+            continue
         variants = [("std", head, sinks) for head in GRID_HEADS for sinks in (False, True)] + \
             [("mla",) + geometry for geometry in GRID_MLA]
         for variant in variants:
@@ -263,7 +273,7 @@ def main(argv=None):
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--perturb", choices=COMPARED, help="add 1 to this field of ours (proves the comparison bites)")
     parser.add_argument("--backend-grid", action="store_true",
-                        help="compare the attention backend over a grid instead (0.11.2 on, 0.33 included)")
+                        help="compare the attention backend over a grid instead (0.10.2 to 0.33)")
     args = parser.parse_args(argv)
     if args.backend_grid:
         points, mismatches = backend_grid(load(args.release, args.cache), args.release)

@@ -9,10 +9,9 @@ text and estimated length, the capacity line as the release logs it). 0.33 moved
 Stand-ins, kept to what cannot run here: every other ``vllm`` module (and every package beside
 the standard library that vLLM imports) is an empty module whose names are inert placeholders,
 ``torch`` has dtype objects and their sizes, the configs hold plain values (a feature the case
-does not set reads as off), and the logger records what the release logs. From 0.11.2 the
-backend is the one the release's own selection picks for the first attention layer
-(SELECTION_MODULES), and an MLA model's block size the one its platform then settles on; in
-0.10 the backend and the block size are ours, given as inputs.
+does not set reads as off), and the logger records what the release logs. Each attention layer's
+backend is the one the release's own selection picks for it (SELECTION_MODULES), and the block
+size the one its platform then settles on.
 
 ``run_case`` returns what the release computes: bytes per block, num_blocks, tokens,
 concurrency and the boot verdict with the release's error text.
@@ -37,7 +36,6 @@ import typing
 from pathlib import Path
 
 import packaging.version
-from vllm_planning import BACKEND_BLOCK_SIZES
 from vllm_sources import CACHE, SourceUnavailable, release_files, wheel_name
 
 GIB = 1 << 30
@@ -87,9 +85,9 @@ PLATFORM = "vllm/platforms/interface.py"
 TORCH_UTILS = ("vllm/utils/torch_utils.py", "vllm/utils/__init__.py")
 DISTRIBUTED_UTILS = "vllm/distributed/utils.py"
 COMPILATION = "vllm/config/compilation.py"
-# Which attention backend a release picks (0.11.2 on, where it ranks them): the CUDA platform's
-# priority list and each backend's validate_configuration, run from the release's own backend
-# modules, imported whole; before 0.18, also the platform's config check, which forces an MLA
+# Which attention backend a release picks: from 0.11.2 the CUDA platform's priority list and
+# each backend's validate_configuration (0.10: its case-by-case choice), run from the release's
+# own backend modules, imported whole; before 0.18, also the platform's config check, which forces an MLA
 # backend's block size and may preselect it. Stand-ins for what the CUDA wheel and its image
 # hold: every compiled extension imports (FA2, FA3, FlashMLA, ...), FlashInfer is installed; a
 # backend whose module is not read here (the sparse ones) cannot be imported.
@@ -102,18 +100,18 @@ SELECTION_MODULES = BACKEND_REGISTRIES + (
     "vllm/attention/utils/fa_utils.py",
     "vllm/vllm_flash_attn/flash_attn_interface.py", "vllm/utils/flashinfer.py", "vllm/v1/attention/ops/flashmla.py", "vllm/attention/ops/flashmla.py",
     "vllm/v1/attention/backends/flash_attn.py", "vllm/v1/attention/backends/flashinfer.py",
-    "vllm/v1/attention/backends/triton_attn.py",
+    "vllm/v1/attention/backends/triton_attn.py", "vllm/v1/attention/backends/flex_attention.py",
     "vllm/v1/attention/backends/mla/flashattn_mla.py", "vllm/v1/attention/backends/mla/flashmla.py",
     "vllm/v1/attention/backends/mla/flashinfer_mla.py", "vllm/v1/attention/backends/mla/cutlass_mla.py",
     "vllm/v1/attention/backends/mla/triton_mla.py", "vllm/model_executor/layers/attention/mla_attention.py",
     "vllm/v1/attention/backends/mla/common.py")  # MLACommonBackend's home before 0.15
 # where the wheel has FA4 (the FA version check looks for this file)
 FA4_INTERFACE = "vllm/vllm_flash_attn/cute/interface.py"
-SELECTION_FROM = (0, 11, 2)
+# the selection ranks backends by priority (0.10 picks them case by case)
+RANKED_SELECTION_FROM = (0, 11, 2)
 PLATFORM_BLOCK_METHODS = ("update_block_size_for_backend", "_align_hybrid_block_size",
                           "_preferred_block_size_for_backends", "_check_aligned_block_size",
                           "_get_indexer_block_alignment")
-BACKEND_METHODS = ("supports_block_size", "get_preferred_block_size", "customize_spec")
 # The Transformers each release runs with: 4 up to 0.18 (which require <5), then 5, the newest
 # their requirements accept (0.19 to 0.23 take either).
 TRANSFORMERS_5_FROM = (0, 19)
@@ -571,12 +569,6 @@ class Harness:
                        if found}
             if methods:
                 self.platform_cls = type("Platform", (), methods)
-        self.backend_methods = {}
-        if (self.root / ATTENTION_BACKEND).exists():
-            backend_ns = {"MultipleOf": importlib.import_module("vllm.v1.attention.backend").MultipleOf}
-            self.backend_methods = {name: found for name in BACKEND_METHODS
-                                    for found in [_cut_method(self.root / ATTENTION_BACKEND, "AttentionBackend", name,
-                                                              backend_ns)] if found}
         config_module = importlib.import_module("vllm.config.vllm")
         config_module.set_current_vllm_config = lambda *args, **kwargs: contextlib.nullcontext()
         importlib.import_module("vllm.config.cache").CacheConfig = _Config(DEFAULT_BLOCK_SIZE=16)
@@ -593,9 +585,7 @@ class Harness:
 
     def _load_selection(self):
         """The CUDA platform's backend selection and the backends it ranks (SELECTION_MODULES)."""
-        self.select = None
-        if packaging.version.Version(self.version).release < SELECTION_FROM:
-            return
+        self.select = self.check_and_update = None
         # what the backends ask torch.cuda before 0.18: the card (FlashAttention's version check),
         # its SM count (CUTLASS MLA's workspace, made at import)
         self.torch.cuda.get_device_capability = lambda *args: self.platform.capability
@@ -606,6 +596,9 @@ class Harness:
         quiet = logging.getLogger("vllm-release-selection")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
+        if packaging.version.Version(self.version).release < RANKED_SELECTION_FROM:
+            self._load_selection_0_10(_Logger(quiet, {}))
+            return
         # the selector's config (0.13 on; before, its fields are the arguments)
         self.selector_config = _cut_method(_first(self.root, SELECTORS), "AttentionSelectorConfig", None,
                                            {"NamedTuple": typing.NamedTuple, "AttentionType": _Config(
@@ -644,6 +637,30 @@ class Harness:
         self.select = platform.get_attn_backend_cls
         self.check_and_update = getattr(platform, "check_and_update_config", None)
 
+    def _load_selection_0_10(self, logger):
+        """0.10's selection, written out case by case in the CUDA platform (FlashInfer first on
+        Blackwell, then FlashAttention for the heads and dtypes it lists, FlexAttention else; an MLA
+        backend by the block size the config check forced), and that config check."""
+        envs = sys.modules["vllm"].envs = sys.modules["vllm.envs"]
+        envs.VLLM_ATTENTION_BACKEND = envs.VLLM_FLASH_ATTN_VERSION = None
+        envs.VLLM_USE_V1 = True
+        selector = importlib.import_module("vllm.attention.selector")
+        selector_ns = {"resolve_obj_by_qualname": _resolve_qualname, "dataclass": dataclasses.dataclass,
+                       "Union": typing.Union, "AttentionBackend": object, "torch": self.torch}
+        _cut_method(_first(self.root, SELECTORS), "_IsSupported", None, selector_ns)
+        selector.is_attn_backend_supported = _cut(_first(self.root, SELECTORS), "is_attn_backend_supported",
+                                                  selector_ns)
+        ns = {"_Backend": _cut_method(self.root / PLATFORM, "_Backend", None, {"enum": __import__("enum")}),
+              "envs": envs, "logger": logger, "torch": self.torch}
+        methods = {name: classmethod(_cut_method(self.root / CUDA_PLATFORM, "CudaPlatformBase", name, ns))
+                   for name in ("get_attn_backend_cls", "check_and_update_config")}
+        methods.update(device_name="cuda", has_device_capability=classmethod(
+            lambda cls, capability: self.platform.has_device_capability(capability)),
+            is_device_capability=classmethod(lambda cls, capability: self.platform.is_device_capability(capability)))
+        platform = type("CudaPlatform", (), methods)
+        self.select, self.check_and_update = platform.get_attn_backend_cls, platform.check_and_update_config
+        self.selector_config = None
+
     def _registry(self):
         return importlib.import_module(_first(self.root, BACKEND_REGISTRIES).relative_to(self.root).as_posix()[:-3]
                                        .replace("/", "."))
@@ -671,13 +688,16 @@ class Harness:
                   "use_mm_prefix": False, "attn_type": "decoder", "has_sliding_window": bool(layer.get("window"))}
         config = self.selector_config and self.selector_config(**{
             name: value for name, value in fields.items() if name in self.selector_config._fields})
-        selected = self.preselected(self.platform_config(truth, options, layer)) if self.check_and_update else None
+        selected = None
+        if self.check_and_update:  # before 0.18
+            checked = self.platform_config(truth, options, layer)
+            selected, fields["block_size"] = self.preselected(checked), checked.cache_config.block_size
         try:
             path = _call(self.select, selected_backend=selected, attn_selector_config=config,
-                         num_heads=truth["heads"] // options["tensor_parallel_size"], **fields)
+                         num_heads=truth["heads"] // options["tensor_parallel_size"], use_v1=True, **fields)
         except ValueError as exc:
             return "ValueError: %s" % exc
-        return _resolve_qualname(path).get_name()
+        return _resolve_qualname(path).get_name().removesuffix("_VLLM_V1")  # 0.10's V1 names
 
     def platform_config(self, truth, options, layer):
         """What the CUDA platform's config check (before 0.18) leaves of a config: the block size
@@ -696,7 +716,10 @@ class Harness:
 
     def preselected(self, vllm_config):
         """The backend the config check preselected: in the attention config (0.13 on), or
-        before in VLLM_ATTENTION_BACKEND, which it sets for the selector to read."""
+        before in VLLM_ATTENTION_BACKEND, which it sets for the selector to read (0.11 on; 0.10's
+        selector never sees it, as its own TODO says)."""
+        if self.selector_config is None and not (self.root / BACKEND_REGISTRIES[1]).exists():
+            return None
         named = sys.modules["vllm.envs"].VLLM_ATTENTION_BACKEND
         return vllm_config.attention_config.backend or (self._registry().AttentionBackendEnum[named] if named else None)
 
@@ -730,21 +753,9 @@ class Harness:
             "_find_non_ssm_backends": classmethod(lambda cls, config: list(backends))})
 
     def _backend_class(self, backend_name):
-        """The backend's class: the release's own where it ranks backends (0.11.2 on; it reads the
-        config its selection left); in 0.10, one with the release's AttentionBackend methods and
-        the kernel block sizes the backend declares (the 0.33 harness's table)."""
-        if self.select is not None:
-            registry = self._registry()
-            return registry.AttentionBackendEnum[backend_name].get_class()
-        kind, sizes = BACKEND_BLOCK_SIZES[backend_name]
-        multiple_of = importlib.import_module("vllm.v1.attention.backend").MultipleOf
-        declared = [multiple_of(sizes)] if kind == "multiple" else list(sizes)
-        methods = {"customize_spec": staticmethod(lambda spec, *args: spec)}
-        methods.update({name: classmethod(found) for name, found in self.backend_methods.items()})
-        methods.update(get_supported_kernel_block_sizes=staticmethod(lambda *args: list(declared)),
-                       get_name=staticmethod(lambda: backend_name), is_mla=staticmethod(lambda: False),
-                       is_ssm=staticmethod(lambda: False))
-        return type(backend_name, (), methods)
+        """The release's own backend class (0.14 on, where the attention layer and the platform ask
+        it for block sizes; it reads the config its selection left)."""
+        return self._registry().AttentionBackendEnum[backend_name].get_class()
 
     def hybrid(self, truth, options, capability):
         """What the release's config checks make of a GDN hybrid: ``{"error"}`` where it does

@@ -59,8 +59,9 @@ def test_zero_mismatches_against_the_releases_own_planning_code(tmp_path, releas
     shown = json.dumps(report["mismatches"][:3], indent=1, default=str)
     assert report["mismatches"] == [], "%s\n%d mismatches, first ones:\n%s" % (counts, len(report["mismatches"]), shown)
     assert report["rejected"] == [], report["rejected"][:3]
-    # the rest are refused alike (before 0.15 most MLA caches and every bfloat16 one, before 0.14 auto-fit)
-    assert report["compared"] + report["refused_alike"] == CASES and report["compared"] >= CASES // 3, counts
+    # the rest are refused alike (before 0.15 most MLA caches and every bfloat16 one, before 0.14 auto-fit,
+    # in 0.10 fp8 caches its FlashAttention cannot read)
+    assert report["compared"] + report["refused_alike"] == CASES and report["compared"] >= CASES // 4, counts
     assert {"dense", "gemma2", "gemma3", "gpt_oss", "mla", "llama4", "gdn"} <= set(report["families"]), counts
     assert 0 < report["boot_failures"] < report["compared"], counts
     assert 0 < report["length_refusals"] < report["boot_failures"], counts
@@ -97,8 +98,8 @@ def test_no_modelled_release_profiles_or_validates_a_pinned_budget(release):
 
 
 # the releases where a backend rule changes (the releases between them select alike;
-# `make kv-releases` runs the grid on every release that ranks backends, from 0.11)
-GRID_RELEASES = ("0.11.2", "0.12.0", "0.15.1", "0.18.1", "0.19.1", "0.20.2", "0.22.1", "0.27.1", "0.28.0", "0.29.0",
+# `make kv-releases` runs the grid on every modelled release)
+GRID_RELEASES = ("0.10.2", "0.11.2", "0.12.0", "0.15.1", "0.18.1", "0.19.1", "0.20.2", "0.22.1", "0.27.1", "0.28.0", "0.29.0",
                  "0.30.0", "0.31.0", "0.33.0")
 
 
@@ -109,7 +110,7 @@ def test_the_attention_backend_is_the_one_the_releases_own_selection_picks(tmp_p
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800, check=False)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]  # 1: mismatches, shown below
     grid = json.loads(report.read_text())
-    assert grid["points"] == 2700
+    assert grid["points"] == (2160 if release == "0.10.2" else 2700)  # 0.10's CLI offers no bfloat16 cache
     assert grid["mismatches"] == [], json.dumps(grid["mismatches"][:5], indent=1)
 
 

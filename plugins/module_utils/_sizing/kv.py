@@ -169,6 +169,8 @@ class _Backend:
 _FLASH_ATTN = _Backend("FLASH_ATTN", multiple_of=16)
 _FLASHINFER = _Backend("FLASHINFER", fixed=(16, 32, 64))
 _TRITON_ATTN = _Backend("TRITON_ATTN", multiple_of=16)
+_FLEX_ATTENTION = _Backend("FLEX_ATTENTION", fixed=(16,))  # 0.10's fallback
+_FLASH_ATTN_HEADS_BEFORE_0_12 = (32, 64, 96, 128, 160, 192, 224, 256)
 _FLASH_ATTN_MLA = _Backend("FLASH_ATTN_MLA", multiple_of=16)
 _FLASHMLA = _Backend("FLASHMLA", fixed=(64,))
 _FLASHINFER_MLA = _Backend("FLASHINFER_MLA", fixed=(32, 64))
@@ -177,18 +179,32 @@ _TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
 
 
 def _attention_backend_0_10(options, model):
-    """0.10, a model without MLA: FlashInfer on Blackwell or for an fp8 cache FlashAttention
-    cannot read (it takes e4m3 as FA3 on Hopper only), Triton for attention sinks off Hopper,
-    FlashAttention otherwise (inferred from platforms/cuda.py, not run)."""
-    sm, kv_dtype = options.sm, options.kv_cache_dtype
-    quantized = kv_dtype.startswith("fp8")
-    if sm // 10 == 10:
+    """0.10's CUDA platform, case by case: FlashInfer on B200 (SM100) for heads of 64, 128 and 256;
+    else Triton for attention sinks off Hopper; FlashAttention for the heads it lists; FlexAttention
+    otherwise (the kernels' own refusals: _check_0_10_kernels)."""
+    head_size = next(layer for layer in model["layers"] if layer["kind"] != "linear_attention")["head_size"]
+    if options.sm == 100 and head_size in (64, 128, 256):
         return _FLASHINFER
-    if kv_dtype == "fp8_e5m2" or (quantized and sm // 10 != 9):
-        return _FLASHINFER
-    if model["sinks"] and sm // 10 != 9:
+    if model["sinks"] and options.sm != 90:
         return _TRITON_ATTN
-    return _FLASH_ATTN
+    return _FLASH_ATTN if head_size in _FLASH_ATTN_HEADS_BEFORE_0_12 else _FLEX_ATTENTION
+
+
+def _check_0_10_kernels(options, backend):
+    """What 0.10's attention kernels refuse at boot, its selection having not asked: FlashAttention
+    an fp8 cache off Hopper (FA2) and an fp8_e5m2 one anywhere, FlexAttention any fp8 cache and
+    blocks other than its 16."""
+    if backend not in (_FLASH_ATTN, _FLEX_ATTENTION):
+        return
+    taken = ("auto", "fp8", "fp8_e4m3") if backend is _FLASH_ATTN and options.sm == 90 else ("auto",)
+    release = options.release["release"]
+    if options.kv_cache_dtype not in taken:
+        raise options.error("kv_cache_dtype", "a KV cache dtype %s, the backend vLLM %s runs this model with on "
+                            "this card, takes (%s)" % (backend.name, release, ", ".join(taken)),
+                            options.kv_cache_dtype)
+    if backend is _FLEX_ATTENTION and options.user_block_size not in (None, 16):
+        raise options.error("block_size", "16, the one block FLEX_ATTENTION (the backend vLLM %s runs this model "
+                            "with) takes" % release, options.user_block_size)
 
 
 def _flash_attn_takes(options, head_size, sinks):
@@ -199,7 +215,7 @@ def _flash_attn_takes(options, head_size, sinks):
     block = options.user_block_size
     if head_size % 8 or head_size > 256 and not (head_size == 512 and family in (9, 10) and options.since("0.20")):
         return False
-    if not options.since("0.12") and head_size not in (32, 64, 96, 128, 160, 192, 224, 256):
+    if not options.since("0.12") and head_size not in _FLASH_ATTN_HEADS_BEFORE_0_12:
         return False
     if sinks and not (family == 9 or (family == 10 and options.since("0.20"))):
         return False
@@ -673,7 +689,8 @@ def _mla_backend(options, model):
 def _mla_forcing_backend(options, model):
     """platforms/cuda.py check_and_update_config before 0.18, the backend whose block size it
     forces: FlashMLA on Hopper; on Blackwell CUTLASS MLA, or FlashInfer MLA for 128-wide nope
-    heads from 0.15; none (Triton MLA's 16) elsewhere. In 0.10, the seat's backend too."""
+    heads from 0.15; none (Triton MLA's 16) elsewhere. In 0.10, the seat's backend too (its
+    selection goes by that block size)."""
     family = options.sm // 10
     if family == 10:
         flashinfer = options.since("0.15") and model["mla"]["qk_nope_head_dim"] == 128
@@ -774,8 +791,7 @@ def _block_size(model, options, backend, attn_per_token):
 
 
 def _select_backend(options, model):
-    """The attention backend the seat's release runs the model's first attention layer with:
-    its own selection from 0.11; in 0.10, inferred."""
+    """The attention backend the seat's release runs the model's first attention layer with."""
     if options.kv_cache_dtype == "bfloat16" and not options.since("0.15"):
         # the CLI takes it from 0.11, but no attention backend lists it before 0.15
         raise options.error("kv_cache_dtype", "a KV cache dtype an attention backend of vLLM %s takes "
@@ -795,6 +811,8 @@ def _layer_specs(model, options, max_model_len):
         raise options.error("num_speculative_tokens", "0: speculative decoding is modelled only "
                             "for Qwen3-Next/Qwen3.5 MTP", options.num_spec)
     backend = _select_backend(options, model)
+    if not options.since("0.11"):
+        _check_0_10_kernels(options, backend)
     stride_base = backend.stride_alignment_base()
     attention = [layer for layer in model["layers"] if layer["kind"] != "linear_attention"]
     reference = attention[0]

@@ -606,6 +606,24 @@ def test_from_0_11_to_0_17_an_mla_model_runs_the_preselected_or_first_valid_back
                                   "vLLM 0.17.1 takes on this card (auto, bfloat16), got 'fp8'")
 
 
+def test_0_10_picks_backends_case_by_case_and_its_kernels_refuse_what_they_cannot_run():
+    eighty = dict(config("qwen3-8b"), head_dim=80)
+    assert backend("qwen3-8b", "0.10.2", gpu="b200") == "FLASHINFER"
+    assert backend("qwen3-8b", "0.10.2", gpu="a100") == "FLASH_ATTN"
+    assert backend(eighty, "0.10.2", gpu="a100") == "FLEX_ATTENTION", "no FlashAttention kernel for 80-wide heads"
+    assert backend("gpt-oss-20b", "0.10.2", gpu="a100", kv_cache_dtype="fp8") == "TRITON_ATTN"
+    assert backend("qwen3-8b", "0.10.2", kv_cache_dtype="fp8") == "FLASH_ATTN", "FA3 on Hopper"
+    with pytest.raises(KVSizingError) as refused:
+        evaluate_kv_budget(config("qwen3-8b"), 8192, EIGHT_G, seat="s", vllm_version="0.10.2", gpu="a100",
+                           kv_cache_dtype="fp8")
+    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype FLASH_ATTN, the backend vLLM "
+                                  "0.10.2 runs this model with on this card, takes (auto), got 'fp8'")
+    with pytest.raises(KVSizingError) as refused:
+        evaluate_kv_budget(eighty, 8192, EIGHT_G, seat="s", vllm_version="0.10.2", gpu="a100", block_size=32)
+    assert str(refused.value) == ("seat s: block_size: expected 16, the one block FLEX_ATTENTION (the backend vLLM "
+                                  "0.10.2 runs this model with) takes, got 32")
+
+
 def test_each_release_takes_the_cache_dtypes_its_cli_offers_and_a_backend_serves():
     def refusal(version, **options):
         with pytest.raises(KVSizingError) as refused:
