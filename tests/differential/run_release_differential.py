@@ -132,8 +132,8 @@ def refused_alike(harness, case, release, error):
     if "the backend vLLM %s runs this model with" % release in error:
         # 0.10's kernels refuse what its selection never asked about (read from their Impl
         # classes): the release's own selection must have picked the backend named
-        truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto",
-                                                                             block_size=None)), LATEST), LATEST)
+        plain = dict(case, options=dict(case["options"], kv_cache_dtype="auto", block_size=None))
+        truth, options = release_inputs(case, ours(plain, LATEST), LATEST)
         picked = their_backends(harness, case, dict(options, kv_dtype_setting=case["options"]["kv_cache_dtype"],
                                                     user_block_size=case["options"]["block_size"]))[0]
         return picked is not None and list(picked.values())[0] in error
