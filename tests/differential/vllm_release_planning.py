@@ -627,7 +627,6 @@ class Harness:
             lambda cls, *args: self.platform.get_device_capability()),
             is_device_capability_family=classmethod(lambda cls, family: self.platform.is_device_capability_family(family)),
             is_device_capability=classmethod(lambda cls, capability: self.platform.is_device_capability(capability)))
-        self.check_and_update = None
         if packaging.version.Version(self.version).release[:2] < (0, 18):
             # before 0.18 the platform's config check picks an MLA model's block size and may
             # preselect its backend, which the selection then must find valid
@@ -718,7 +717,7 @@ class Harness:
         """The backend the config check preselected: in the attention config (0.13 on), or
         before in VLLM_ATTENTION_BACKEND, which it sets for the selector to read (0.11 on; 0.10's
         selector never sees it, as its own TODO says)."""
-        if self.selector_config is None and not (self.root / BACKEND_REGISTRIES[1]).exists():
+        if not any((self.root / path).exists() for path in BACKEND_REGISTRIES):  # 0.10
             return None
         named = sys.modules["vllm.envs"].VLLM_ATTENTION_BACKEND
         return vllm_config.attention_config.backend or (self._registry().AttentionBackendEnum[named] if named else None)
@@ -986,8 +985,8 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:
 
 
 def run_case(harness: Harness, truth: dict, options: dict) -> dict:
-    """The release's numbers for one case; ``options`` carry the attention backend, the block
-    size and the batch limits."""
+    """The release's numbers for one case; ``options`` carry the attention backend (the first
+    layer's, and each layer's by name), the block size and the batch limits."""
     kvi, utils = harness.kvi, harness.utils
     tp = options["tensor_parallel_size"]
     kv_dtype = getattr(harness.torch, {"fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
@@ -1013,8 +1012,8 @@ def run_case(harness: Harness, truth: dict, options: dict) -> dict:
             continue
         block_size = options["block_size"]
         if layer.get("window"):
-            block_size = harness.sliding_block_size(options.get("layer_backends", {}).get(name, options["backend"]), layer,
-                                                    block_size, tp, kv_dtype, options["kv_dtype"])
+            block_size = harness.sliding_block_size(options["layer_backends"][name], layer, block_size, tp, kv_dtype,
+                                                    options["kv_dtype"])
         specs[name] = harness.layer_spec(layer, block_size, tp, kv_dtype)
     budget = options["kv_cache_memory_bytes"]
     config = _vllm_config(harness, options, max_model_len)
