@@ -44,7 +44,10 @@ options:
     type: raw
     required: true
   kv_cache_dtype:
-    description: vLLM's C(--kv-cache-dtype); V(auto) is the model dtype (FP8 for ModelOpt checkpoints with an FP8 KV scheme).
+    description:
+      - vLLM's C(--kv-cache-dtype); V(auto) is the model dtype (FP8 for ModelOpt checkpoints with an FP8 KV scheme).
+      - A dtype the seat's vLLM release does not offer, or that none of its attention backends takes for the model on O(gpu),
+        is refused (V(bfloat16) comes in 0.11 and works from 0.15, V(float16) comes in 0.18).
     type: str
     choices: [auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2]
     default: auto
@@ -98,12 +101,13 @@ options:
     type: bool
     default: false
   mamba_cache_dtype:
-    description: vLLM's C(--mamba-cache-dtype).
+    description: vLLM's C(--mamba-cache-dtype); V(float16) comes in vLLM 0.13, V(bfloat16) in 0.22.
     type: str
     choices: [auto, float32, float16, bfloat16]
     default: auto
   mamba_ssm_cache_dtype:
-    description: vLLM's C(--mamba-ssm-cache-dtype); V(auto) honours a Qwen3.5 config's C(mamba_ssm_dtype).
+    description: vLLM's C(--mamba-ssm-cache-dtype); V(auto) honours a Qwen3.5 config's C(mamba_ssm_dtype); V(float16)
+      comes in vLLM 0.13, V(bfloat16) in 0.22.
     type: str
     choices: [auto, float32, float16, bfloat16]
     default: auto
