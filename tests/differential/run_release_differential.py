@@ -117,6 +117,15 @@ def their_max_len(harness, case, length):
         return None, type(exc).__name__
 
 
+def their_backends_as_set(harness, case):
+    """their_backends for the case's own cache dtype and block size, the rest of its inputs
+    resolved by ours at the latest release (which plans what an older one refuses)."""
+    plain = dict(case, options=dict(case["options"], kv_cache_dtype="auto", block_size=None))
+    options = release_inputs(case, ours(plain, LATEST), LATEST)[1]
+    return their_backends(harness, case, dict(options, kv_dtype_setting=case["options"]["kv_cache_dtype"],
+                                              user_block_size=case["options"]["block_size"]))
+
+
 def refused_alike(harness, case, release, error):
     """Whether the release, too, fails the boot of a case ours refused: a config it cannot
     load, a cache dtype its CLI does not offer, a model no attention backend of it takes (or, in
@@ -132,16 +141,10 @@ def refused_alike(harness, case, release, error):
     if "the backend vLLM %s runs this model with" % release in error:
         # 0.10's kernels refuse what its selection never asked about (read from their Impl
         # classes): the release's own selection must have picked the backend named
-        plain = dict(case, options=dict(case["options"], kv_cache_dtype="auto", block_size=None))
-        truth, options = release_inputs(case, ours(plain, LATEST), LATEST)
-        picked = their_backends(harness, case, dict(options, kv_dtype_setting=case["options"]["kv_cache_dtype"],
-                                                    user_block_size=case["options"]["block_size"]))[0]
+        picked = their_backends_as_set(harness, case)[0]
         return picked is not None and list(picked.values())[0] in error
     if "attention backend of vLLM" in error or "576-wide latent heads" in error:
-        truth, options = release_inputs(case, ours(dict(case, options=dict(case["options"], kv_cache_dtype="auto")),
-                                                   LATEST), LATEST)
-        return their_backends(harness, case, dict(
-            options, kv_dtype_setting=case["options"]["kv_cache_dtype"]))[1] is not None
+        return their_backends_as_set(harness, case)[1] is not None
     if case["family"] == "gdn" and ("model_type: expected a model vLLM" in error
                                     or "not compatible with speculative decoding" in error):
         truth, options = release_inputs(case, ours(case, LATEST), LATEST)  # the config checks come first
