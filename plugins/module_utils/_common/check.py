@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     CONTROL_RE,
+    HOST_NAME_RE,
     REDACTED,
     SECRET_NAME_RE,
 )
@@ -26,7 +27,8 @@ _BARE_NUMBER_RE = re.compile(r"\A\s*[0-9]+\s*\Z")
 
 class Checker:
     def __init__(self, host):
-        self.host = host
+        # a host name outside its grammar is shown quoted, so a message stays one line
+        self.host = host if host is None or (isinstance(host, str) and HOST_NAME_RE.match(host)) else repr(host)
         self.errors = []
 
     def fail(self, where, field, expected, got):

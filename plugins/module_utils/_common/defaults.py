@@ -30,6 +30,10 @@ HEALTH_INTERVAL_S = 10
 # A seat's name names its compose project, directory and container: the whole string matches.
 SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
 SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a letter or digit"
+# An inventory host name: it is written into every seat file's header and names the host in
+# every message, so the whole string matches (a newline in one became a command in serve.sh).
+HOST_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+HOST_NAME_EXPECTED = "a host name of letters, digits, '.', '-' or '_', starting with a letter or digit"
 # What becomes a file line, a path, a label or an argument: no control character anywhere
 # (a final "\n" in a name made a directory "voices\n").
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")

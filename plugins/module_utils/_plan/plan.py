@@ -37,6 +37,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines import eng
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import unknown_variables
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     RAN_FIELDS,
@@ -241,18 +242,21 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
 def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_factor=KV_FACTOR,
                        kv_round_to=KV_ROUND_TO, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
                        default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, plateau_kv=None,
-                       plateau_kv_planned=False, accept=None):
+                       plateau_kv_planned=False, accept=None, variables=None, known_variables=()):
     """Every problem of a host's inventory that needs neither the host nor its cards, as a list
     (empty when there is none): what the plan role refuses before it reads the host. Options
-    are read as seat_plan's argument spec reads them (``-e`` gives strings)."""
+    are read as seat_plan's argument spec reads them (``-e`` gives strings). ``variables``: the
+    names of the host's variables, each of the collection's prefixes checked against
+    ``known_variables``."""
+    check = Checker(host)
+    unknown_variables(check, variables or (), known_variables)
     kv_factor = _as_number(kv_factor, check_type_float)
     min_spare_mib, boot_margin_mib, default_overhead_mib = (
         _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
         spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
     except SeatSpecError as exc:
-        return str(exc).split("\n- ")[1:]
-    check = Checker(host)
+        return check.errors + str(exc).split("\n- ")[1:]
     _check_plan_inputs(check, spec, None, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
                        min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib,
                        default_overhead_mib=default_overhead_mib)

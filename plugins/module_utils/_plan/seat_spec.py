@@ -23,6 +23,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     CONTROL_RE,
     HEALTH_PATH_EXPECTED,
     HEALTH_PATH_RE,
+    HOST_NAME_EXPECTED,
+    HOST_NAME_RE,
     KV_FACTOR,
     REDACTED,
     SECRET_NAME_RE,
@@ -310,6 +312,8 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
     ``retire`` (``llmfleet_retire``): seats no longer listed that a rebalance may stop.
     """
     check = Checker(host)
+    if not isinstance(host, str) or not HOST_NAME_RE.match(host):
+        check.fail("inventory host name", None, HOST_NAME_EXPECTED + " (it is written into the seats' files)", host)
     seat_defaults = {} if seat_defaults is None else seat_defaults
     if not isinstance(seat_defaults, dict) or set(seat_defaults) - set(ENGINES) or not all(
             isinstance(value, dict) for value in seat_defaults.values()):
@@ -318,9 +322,10 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
     check.number("llmfleet_kv_factor", None, kv_factor)
-    if not isinstance(seats, list):
-        check.problem("llmfleet_seats", "expected a list of seats", seats)
-        seats = []
+    if not isinstance(seats, list) or not seats:
+        check.problem("llmfleet_seats", "expected a non-empty list of seats (a seat no longer wanted is "
+                      "listed in llmfleet_retire, a host with none left is not a GPU host of the play)", seats)
+        seats = seats if isinstance(seats, list) else []
     placed = []
     for i, raw in enumerate(merged_seats(seats, seat_defaults)):
         start = len(check.errors)
@@ -332,7 +337,8 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
         users = {}
         for i, seat in placed:
             if seat[field] is not None:
-                users.setdefault(seat[field], []).append("llmfleet_seats[%d]" % i)
+                users.setdefault(seat[field], []).append(
+                    "seat %s (llmfleet_seats[%d])" % (seat["name"], i) if seat["name"] else "llmfleet_seats[%d]" % i)
         for value, where in sorted(users.items(), key=str):
             if len(where) > 1:
                 check.problem("llmfleet_seats", "%s %r is used by %s; expected a different %s per seat"

@@ -19,6 +19,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     CONTROL_RE,
     HEALTH_PATH_EXPECTED,
     HEALTH_PATH_RE,
+    HOST_NAME_EXPECTED,
+    HOST_NAME_RE,
     REDACTED,
     SECRET_VAR_PREFIX,
     SEAT_NAME_EXPECTED,
@@ -170,6 +172,12 @@ def container_state(fields):
 
 
 def header(seat, host):
+    """The comment every seat file starts with; a seat or host name outside its grammar could end
+    the comment and start a line of code, so it is refused, not written."""
+    if not isinstance(seat.get("name"), str) or not SEAT_NAME_RE.match(seat["name"]):
+        fail(seat, "name", SEAT_NAME_EXPECTED, seat.get("name"))
+    if host and (not isinstance(host, str) or not HOST_NAME_RE.match(host)):
+        fail(seat, "host", HOST_NAME_EXPECTED, host)
     where = " on %s" % host if host else ""
     return ("# Managed by llmfleet.seats: seat %s%s. Rendered from the inventory; edits here are\n"
             "# overwritten by the next rebalance (earlier versions: *.bak-YYYYMMDD-<tag>)."

@@ -100,7 +100,8 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
         "host fv-ml1: seat asr: llmfleet_seats[2].gpu: expected a GPU that is not kept clear",
         "host fv-ml1: seat tp: llmfleet_seats[3].gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
         "host fv-ml1: seat e: llmfleet_seats[5].engine: expected 'vllm' or 'fixed' or 'radiance', got 'sglang'",
-        "host fv-ml1: llmfleet_seats: port 8090 is used by llmfleet_seats[2] and llmfleet_seats[4]; "
+        "host fv-ml1: llmfleet_seats: port 8090 is used by seat asr (llmfleet_seats[2]) and seat dup "
+        "(llmfleet_seats[4]); "
         "expected a different port per seat",
     ]
     for line in expected:
@@ -121,7 +122,8 @@ def test_gpu_list_problems_name_the_entry_and_field():
 
 
 def test_a_host_without_a_seat_list_is_refused():
-    assert "host fv-ml1: llmfleet_seats: expected a list of seats, got 'x'" in problems("x")
+    assert "host fv-ml1: llmfleet_seats: expected a non-empty list of seats" in problems("x")
+    assert "host fv-ml1: llmfleet_seats: expected a non-empty list of seats" in problems([])
 
 
 def test_seat_secrets_of_one_seat_or_of_every_seat():
