@@ -14,12 +14,14 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates impo
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import cards_summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import (
     RollbackError,
+    host_differences,
     rollback_outcome,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.steps import (
     StepsError,
     rebalance_steps,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import takeover_lines
 from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import operator_errors
 
 
@@ -28,9 +30,11 @@ class FilterModule:
         return {
             "rebalance_steps": operator_errors(rebalance_steps, StepsError, "rebalance_steps: "),
             "rollback_outcome": operator_errors(rollback_outcome, RollbackError, "rollback_outcome: "),
+            "host_differences": operator_errors(host_differences, RollbackError, "host_differences: "),
             "changed_seat_files": operator_errors(journal.changed_seat_files, journal.JournalError),
             "journal_files": operator_errors(journal.journal_files, journal.JournalError),
             "seat_file_backups": operator_errors(journal.seat_file_backups, journal.JournalError),
             "smoke_gates": operator_errors(smoke_gates, GateInputError),
             "cards_summary": operator_errors(cards_summary),
+            "takeover_lines": operator_errors(takeover_lines),
         }

@@ -96,3 +96,47 @@ def rollback_outcome(restore, restored, removed, brought_back, states, running_b
                                              " (%s)" % s["detail"] if s["detail"] else "")
                  for s in seats if not s["ok"]]
     return {"complete": not problems, "files": files, "seats": seats, "problems": problems}
+
+
+def _running_by_name(containers, what):
+    if not isinstance(containers, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                                   for c in containers):
+        raise RollbackError("%s: expected seat_runtime_info's containers (a list of records)" % what)
+    return {c["name"]: c for c in containers if c.get("state") in ("running", "restarting", "paused")}
+
+
+def _used_by_uuid(cards, what):
+    gpus = cards.get("gpus") if isinstance(cards, dict) else cards
+    if not isinstance(gpus, list):
+        raise RollbackError("%s: expected a gpu_info result or its cards_summary" % what)
+    return {gpu.get("uuid"): gpu for gpu in gpus if isinstance(gpu, dict)}
+
+
+def host_differences(containers_before, containers_after, cards_before, cards_after, tolerance_mib):
+    """How the host after a rollback differs from the host observed before the window, one
+    sentence each (empty when it is as it was): every container that ran before runs again with
+    its name, image and health, nothing runs that did not, and each card holds what it held
+    within ``tolerance_mib``."""
+    before = _running_by_name(containers_before, "containers_before")
+    after = _running_by_name(containers_after, "containers_after")
+    differences = []
+    for name in sorted(before):
+        was, now = before[name], after.get(name)
+        if now is None:
+            differences.append("container %s ran before the window and does not run now" % name)
+        elif now.get("image") != was.get("image"):
+            differences.append("container %s runs %s, it ran %s before" % (name, now.get("image"), was.get("image")))
+        elif was.get("health") == "healthy" and now.get("health") != "healthy":
+            differences.append("container %s was healthy before and is %s now" % (name, now.get("health") or "not"))
+    differences += ["container %s runs now and did not before the window" % name for name in sorted(set(after) - set(before))]
+    used_before, used_after = _used_by_uuid(cards_before, "cards_before"), _used_by_uuid(cards_after, "cards_after")
+    for uuid in sorted(used_before, key=lambda u: (used_before[u].get("index") is None, used_before[u].get("index"))):
+        was = used_before[uuid].get("memory_used_mib")
+        now = (used_after.get(uuid) or {}).get("memory_used_mib")
+        if isinstance(was, int) and isinstance(now, int) and abs(now - was) > int(tolerance_mib):
+            differences.append("GPU %s holds %s MiB, it held %s MiB before the window (tolerance %s MiB)"
+                               % (used_before[uuid].get("index"), "{:,}".format(now), "{:,}".format(was),
+                                  "{:,}".format(int(tolerance_mib))))
+        elif was is not None and now is None:
+            differences.append("GPU %s could not be read after the rollback" % used_before[uuid].get("index"))
+    return differences

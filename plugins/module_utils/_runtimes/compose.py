@@ -33,6 +33,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env 
     env_text,
     header,
     health_code,
+    networks,
+    published,
     redact_env,
     secret_names,
     validated,
@@ -60,7 +62,6 @@ def seat_compose(seat):
     """The compose project of one seat as plain data (Refs mark ``.env`` interpolations)."""
     seat = validated(seat)
     engine, launch, name = engine_of(seat), seat["launch"], seat["name"]
-    port = Ref("SEAT_PORT")
     inside = engine.listen_port(seat, Ref)
     service = {
         "image": Ref("SEAT_IMAGE"),
@@ -69,8 +70,13 @@ def seat_compose(seat):
         # policy that would not restart it)
         "restart": launch.get("restart", "always"),
         "labels": {MANAGED_LABEL: name},
-        "ports": [Joined([port, ":", inside])],
+        # on the seat's bind address alone: docker's default would be every interface
+        "ports": [published(seat, inside)],
     }
+    joined = networks(seat)
+    if joined:
+        # only these: listing networks leaves out the project's default one
+        service["networks"] = [network["name"] for network in joined]
     if engine.HOST_IPC:
         service["ipc"] = "host"
     command = engine.command(seat, Ref)
@@ -96,7 +102,12 @@ def seat_compose(seat):
         "device_ids": [Ref("SEAT_GPU_%d" % i) for i in range(len(seat["gpus"]))],
         "capabilities": ["gpu"],
     }]}}}
-    return {"name": name, "services": {name: service}}
+    project = {"name": name, "services": {name: service}}
+    if joined:
+        # an external network is the host's (the gateway's): compose joins it, never makes or removes it
+        project["networks"] = {network["name"]: {"external": True} if network["external"] else {}
+                               for network in joined}
+    return project
 
 
 def render_compose(seat, host=None):
@@ -215,8 +226,8 @@ def stop(project_dir, docker, check_mode=False):
 
 
 def remove(project_dir, docker, check_mode=False):
-    """Remove the seat's container and network. Without its files, the containers compose
-    labelled with its project (the directory's name) go."""
+    """Remove the seat's container and network. Without its files, the collection's containers
+    compose labelled with its project (the directory's name) go."""
     name = project_dir.rstrip("/").rsplit("/", 1)[-1]
     if _has_files(project_dir):
         before = _containers(project_dir, docker)
@@ -224,7 +235,9 @@ def remove(project_dir, docker, check_mode=False):
             return bool(before), None
         problem = _problem(*_compose(project_dir, docker, ["down", "--remove-orphans"], timeout=600))
         return _containers(project_dir, docker) != before, problem
-    rc, out, err = docker.run(["ps", "--all", "--quiet", "--filter", "label=%s=%s" % (PROJECT_LABEL, name)])
+    # only the collection's own: a hand-started project of the same name is not this seat's to remove
+    rc, out, err = docker.run(["ps", "--all", "--quiet", "--filter", "label=%s=%s" % (PROJECT_LABEL, name),
+                               "--filter", "label=%s" % MANAGED_LABEL])
     ids = out.split() if rc == 0 else []
     if check_mode or not ids:
         return bool(ids), _problem(rc, out, err)

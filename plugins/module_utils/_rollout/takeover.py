@@ -1,0 +1,252 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Taking over what runs on a host outside the collection: a hand-started compose project or
+``docker run`` container that holds a seat's project name, container name, port or GPU memory.
+
+Before anything is touched, every such container is found (``conflicts``). A seat whose
+inventory says ``take_over: true`` has them stopped first in the window, journaled, and brought
+back by a rollback exactly as they ran; any other conflict refuses the window, naming the
+container and what it holds. A container is removed only when the seat's own project or
+container name would otherwise replace it, and only when its compose files are on the host to
+bring it back from; else it is stopped (and renamed when its name is the seat's) and kept.
+After a window that passed its gates, a taken-over compose container is removed (its files
+stay where they were) and a kept one no longer restarts with the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
+
+# A kept container whose name is the seat's steps aside under this suffix for the window.
+ASIDE_SUFFIX = "-before-llmfleet"
+STOP_TIMEOUT_S = 60
+
+
+class TakeOverError(ValueError):
+    """Inputs that are not a plan's seats or a take-over list."""
+
+
+def _reasons(seat, container):
+    """What ``container`` holds of ``seat``: a list of phrases (empty when nothing)."""
+    reasons = []
+    if seat.get("runtime", "compose") == "compose" and container["compose_project"] == seat["name"]:
+        reasons.append("its compose project %s" % seat["name"])
+    if container["name"] == seat.get("container"):
+        reasons.append("its container name %s" % seat["container"])
+    if is_running(container):
+        if container["compose_service"] == seat["name"]:
+            reasons.append("its GPU memory (compose service %s)" % seat["name"])
+        ports = sorted({p["host_port"] for p in container["ports"] if p["host_port"] == seat.get("port")})
+        if ports:
+            reasons.append("its port %d" % ports[0])
+    return reasons
+
+
+def _describe(container):
+    where = ("compose project %s, service %s" % (container["compose_project"], container["compose_service"])
+             if container["compose_project"] else "started with docker run")
+    return "container %s (%s, %s)" % (container["name"], where, container["state"])
+
+
+def _can_recreate(container, exists=os.path.isfile):
+    """Whether compose can bring the container back from its own files on this host."""
+    files = container["compose_config_files"]
+    return bool(container["compose_project"] and container["compose_service"] and container["compose_working_dir"]
+                and files and all(os.path.isabs(path) and exists(path) for path in files))
+
+
+def conflicts(host, seats, containers, exists=os.path.isfile):
+    """``(take_over, problems)`` for a host's plan ``seats`` against ``containers``
+    (``host_containers``). ``take_over`` lists each container to stop first, once, with the
+    seats it blocks and how it steps aside (``remove`` or ``rename``); ``problems`` one line per
+    container a seat did not opt in to take over, or that cannot be brought back."""
+    if not isinstance(seats, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in seats):
+        raise TakeOverError("seats: expected the plan's seats (each with a name)")
+    take_over, problems = [], []
+    for container in containers:
+        if container.get("seat"):
+            continue  # the collection's own: the window manages it as a seat
+        blocked = [(seat, reasons) for seat in seats for reasons in [_reasons(seat, container)] if reasons]
+        if not blocked:
+            continue
+        held = "; ".join("seat %s: %s" % (seat["name"], ", ".join(reasons)) for seat, reasons in blocked)
+        refusing = [seat["name"] for seat, _reasons in blocked if seat.get("take_over") is not True]
+        if refusing:
+            problems.append(
+                "host %s: %s holds %s; expected nothing else there, or take_over: true on seat %s to stop "
+                "it in the window (a rollback brings it back), or stop it yourself first"
+                % (host, _describe(container), held, ", ".join(refusing)))
+            continue
+        names = any(container["name"] == seat.get("container") for seat, _r in blocked)
+        projects = any(seat.get("runtime", "compose") == "compose" and container["compose_project"] == seat["name"]
+                       for seat, _r in blocked)
+        entry = dict(container, seats=[seat["name"] for seat, _r in blocked], holds=held,
+                     was_running=is_running(container), step_aside="stop")
+        if container["auto_remove"]:
+            problems.append("host %s: %s runs with --rm, so stopping it would lose it (and whatever started it "
+                            "may start it again): stop what starts it first" % (host, _describe(container)))
+            continue
+        if projects or names:
+            if _can_recreate(container, exists):
+                entry["step_aside"] = "remove"
+            elif projects:
+                problems.append("host %s: %s holds %s, so the seat's project would replace it, but its compose "
+                                "files (%s) are not on the host to bring it back from; stop and remove it "
+                                "yourself first" % (host, _describe(container), held,
+                                                    ", ".join(container["compose_config_files"]) or "none named"))
+                continue
+            else:
+                entry["step_aside"] = "rename"
+                entry["aside_name"] = container["name"] + ASIDE_SUFFIX
+        take_over.append(entry)
+    return take_over, problems
+
+
+# -- on the host -----------------------------------------------------------------------------------
+def _problem(rc, out, err):
+    return None if rc == 0 else " ".join((err or out).split())[-500:] or "exit %d" % rc
+
+
+def _compose_args(entry):
+    args = ["compose", "--project-name", entry["compose_project"],
+            "--project-directory", entry["compose_working_dir"]]
+    for path in entry["compose_config_files"]:
+        args += ["--file", path]
+    for path in entry.get("compose_env_files") or []:
+        if os.path.isfile(path):
+            args += ["--env-file", path]
+    return args
+
+
+def step_aside(entries, docker, check_mode=False):
+    """Stop each taken-over container (and remove or rename it as its entry says).
+    ``(changed, actions, problems)``."""
+    changed, actions, problems = False, [], []
+    for entry in entries:
+        steps = []
+        if entry["was_running"]:
+            steps.append((["stop", "--time", str(STOP_TIMEOUT_S), entry["id"]], "stopped"))
+        if entry["step_aside"] == "remove":
+            steps.append((["rm", entry["id"]], "removed (its compose files stay in %s)" % entry["compose_working_dir"]))
+        elif entry["step_aside"] == "rename":
+            steps.append((["rename", entry["id"], entry["aside_name"]], "renamed %s" % entry["aside_name"]))
+        for args, done in steps:
+            if check_mode:
+                changed = True
+                continue
+            problem = _problem(*docker.run(args, timeout=STOP_TIMEOUT_S + 60))
+            if problem:
+                problems.append("%s: docker %s: %s" % (entry["name"], args[0], problem))
+                break
+            changed = True
+            actions.append("taken over: %s %s (for seat %s)" % (entry["name"], done, ", ".join(entry["seats"])))
+    return changed, actions, problems
+
+
+def _wait_up(docker, name, had_health, timeout):
+    """None once the container runs (and is healthy, when it was), else why not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        attrs = docker.inspect_one(name) or {}
+        state = attrs.get("State") or {}
+        health = (state.get("Health") or {}).get("Status")
+        if state.get("Status") == "running" and (not had_health or health == "healthy"):
+            return None
+        if state.get("Status") in ("exited", "dead") or health == "unhealthy":
+            return "it is %s%s" % (state.get("Status"), " (%s)" % health if health else "")
+        if time.monotonic() >= deadline:
+            return "not %s within %d s" % ("healthy" if had_health else "running", timeout)
+        time.sleep(2)
+
+
+def bring_back(entries, docker, wait_timeout, check_mode=False):
+    """Bring each taken-over container back as it was before the window, one at a time (a
+    co-boot on one card is what util-sized seats get wrong). ``(changed, actions, problems)``."""
+    changed, actions, problems = False, [], []
+    for entry in entries:
+        current = docker.inspect_one(entry["id"])
+        if current is None and docker.inspect_one(entry["name"]) is not None and entry["step_aside"] != "remove":
+            current = docker.inspect_one(entry["name"])
+        commands = []
+        if current is None:
+            if not _can_recreate(entry):
+                problems.append("%s: gone, and its compose files are not on the host to bring it back from"
+                                % entry["name"])
+                continue
+            verb = ["up", "--detach", "--no-deps"] if entry["was_running"] else ["create"]
+            commands.append((_compose_args(entry) + verb + [entry["compose_service"]],
+                             "recreated from its compose files in %s" % entry["compose_working_dir"]))
+        else:
+            name_now = (current.get("Name") or "").lstrip("/")
+            if name_now != entry["name"]:
+                commands.append((["rename", current["Id"], entry["name"]], "renamed back"))
+            restart = ((current.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
+            if restart != entry["restart"]:
+                commands.append((["update", "--restart", entry["restart"], current["Id"]],
+                                 "restart policy %s again" % entry["restart"]))
+            running = (current.get("State") or {}).get("Status") in ("running", "restarting")
+            if entry["was_running"] and not running:
+                commands.append((["start", current["Id"]], "started"))
+        for args, done in commands:
+            if check_mode:
+                changed = True
+                continue
+            problem = _problem(*docker.run(args, timeout=wait_timeout + 120))
+            if problem:
+                problems.append("%s: docker %s: %s" % (entry["name"], " ".join(args[:1]), problem))
+                break
+            changed = True
+            actions.append("brought back: %s %s" % (entry["name"], done))
+        else:
+            if entry["was_running"] and not check_mode:
+                why = _wait_up(docker, entry["name"], bool(entry.get("health")), wait_timeout)
+                if why:
+                    problems.append("%s: brought back, but %s" % (entry["name"], why))
+    return changed, actions, problems
+
+
+def release(entries, docker, check_mode=False):
+    """After a window that passed: a taken-over compose container that was only stopped goes
+    (its files stay); a kept one no longer restarts with the engine. ``(changed, actions, problems)``."""
+    changed, actions, problems = False, [], []
+    for entry in entries:
+        current = docker.inspect_one(entry["id"])
+        if current is None:
+            continue
+        if entry["compose_project"] and _can_recreate(entry):
+            args, done = ["rm", entry["id"]], "removed (its compose files stay in %s)" % entry["compose_working_dir"]
+        elif ((current.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name", "no") != "no":
+            args, done = ["update", "--restart", "no", entry["id"]], "kept, stopped, restart policy no"
+        else:
+            continue
+        if not check_mode:
+            problem = _problem(*docker.run(args, timeout=120))
+            if problem:
+                problems.append("%s: docker %s: %s" % (entry["name"], args[0], problem))
+                continue
+            actions.append("taken over for good: %s %s" % (entry["name"], done))
+        changed = True
+    return changed, actions, problems
+
+
+def takeover_lines(entries):
+    """One line per taken-over container, as the dry run and the report say it."""
+    lines = []
+    for entry in entries or []:
+        if entry.get("step_aside") == "remove":
+            how = "removed, its compose files stay in %s" % entry.get("compose_working_dir")
+        elif entry.get("step_aside") == "rename":
+            how = "stopped and kept as %s" % entry.get("aside_name")
+        else:
+            how = "stopped and kept"
+        lines.append("%s for seat %s (%s; %s)" % (entry.get("name"), ", ".join(entry.get("seats") or []),
+                                                   entry.get("holds"), how))
+    return lines

@@ -1,0 +1,95 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Every container on a host, the collection's seats or not: what a window must see before it
+touches anything (a hand-started project that holds a seat's name, port or GPU), and what a
+rollback's verdict is measured against.
+
+What a host says here is data: names, labels and paths are compared and shown, never run,
+templated or followed on the controller.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, MANAGED_LABEL
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+
+COMPOSE_PROJECT = "com.docker.compose.project"
+COMPOSE_SERVICE = "com.docker.compose.service"
+COMPOSE_WORKING_DIR = "com.docker.compose.project.working_dir"
+COMPOSE_CONFIG_FILES = "com.docker.compose.project.config_files"
+COMPOSE_ENV_FILES = "com.docker.compose.project.environment_file"
+# What a label, name or path may be to be shown in a message or used as an argument.
+_LONGEST_TEXT = 4096
+
+
+def _text(value):
+    """A host's string as the collection may show it, or None: no control character (a newline
+    in a label must not start a new line in a report), bounded."""
+    if not isinstance(value, str) or not value or len(value) > _LONGEST_TEXT or CONTROL_RE.search(value):
+        return None
+    return value
+
+
+def _ports(attrs):
+    """``[{host_ip, host_port, container_port}]``: the TCP ports it publishes (host ports bound)."""
+    published = []
+    bindings = ((attrs.get("HostConfig") or {}).get("PortBindings") or {})
+    for inside, outside in sorted(bindings.items()):
+        port, _, proto = str(inside).partition("/")
+        if proto not in ("", "tcp") or not port.isdigit():
+            continue
+        for binding in outside or []:
+            host_port = str((binding or {}).get("HostPort") or "")
+            if host_port.isdigit():
+                published.append({"host_ip": _text((binding or {}).get("HostIp")) or "",
+                                  "host_port": int(host_port), "container_port": int(port)})
+    return published
+
+
+def container_record(attrs):
+    """The part of one ``docker inspect`` object a window compares, journals and shows."""
+    config, state = attrs.get("Config") or {}, attrs.get("State") or {}
+    labels = config.get("Labels") or {}
+    host_config = attrs.get("HostConfig") or {}
+    health = (state.get("Health") or {}).get("Status")
+    config_files = _text(labels.get(COMPOSE_CONFIG_FILES))
+    return {
+        "id": _text(attrs.get("Id")),
+        "name": _text((attrs.get("Name") or "").lstrip("/")),
+        "image": _text(config.get("Image")),
+        "state": _text(state.get("Status")) or "unknown",
+        "health": _text(health),
+        "seat": _text(labels.get(MANAGED_LABEL)),
+        "compose_project": _text(labels.get(COMPOSE_PROJECT)),
+        "compose_service": _text(labels.get(COMPOSE_SERVICE)),
+        "compose_working_dir": _text(labels.get(COMPOSE_WORKING_DIR)),
+        "compose_config_files": config_files.split(",") if config_files else [],
+        "compose_env_files": (_text(labels.get(COMPOSE_ENV_FILES)) or "").split(",") if labels.get(
+            COMPOSE_ENV_FILES) else [],
+        "ports": _ports(attrs),
+        "restart": _text((host_config.get("RestartPolicy") or {}).get("Name")) or "no",
+        "auto_remove": bool(host_config.get("AutoRemove")),
+    }
+
+
+def host_containers(docker):
+    """Every container on the host (running or not), as ``container_record``s sorted by name.
+    DockerError when the engine cannot be asked."""
+    rc, out, err = docker.run(["ps", "--all", "--quiet", "--no-trunc"], timeout=60)
+    if rc != 0:
+        raise DockerError("docker ps failed (rc=%d): %s" % (rc, (err or out).strip()[:300]))
+    found, why = docker.inspect(out.split())
+    if why:
+        raise DockerError(why)
+    records = [container_record(attrs) for attrs in found.values()]
+    return sorted((r for r in records if r["id"] and r["name"]), key=lambda r: r["name"])
+
+
+def is_running(record):
+    """Whether the container is up in ``docker ps``'s sense (running, restarting or paused)."""
+    return record.get("state") in ("running", "restarting", "paused")

@@ -1,0 +1,137 @@
+"""Taking over what runs outside the collection in a seat's place: which containers block which
+seat, what is refused without the seat's opt-in, how each steps aside, and the rollback's
+verdict measured against the host as it was before the window."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import host_differences
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import (
+    TakeOverError,
+    conflicts,
+    takeover_lines,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import container_record
+
+FILES = {"/srv/compose/chat/compose.yaml", "/srv/ops/compose.yaml"}
+
+
+def _exists(path):
+    return path in FILES
+
+
+def _container(name, project=None, service=None, ports=(), state="running", seat=None, restart="unless-stopped",
+               files=None, auto_remove=False, health="healthy", image="vllm/vllm-openai:v0.33.0"):
+    labels = {}
+    if project:
+        labels.update({"com.docker.compose.project": project, "com.docker.compose.service": service,
+                       "com.docker.compose.project.working_dir": "/srv/%s" % (files or project),
+                       "com.docker.compose.project.config_files": "/srv/%s/compose.yaml" % (files or project)})
+    if seat:
+        labels["io.llmfleet.seat"] = seat
+    bindings = {"8000/tcp": [{"HostIp": ip, "HostPort": str(port)} for ip, port in ports]} if ports else {}
+    return container_record({
+        "Id": "id-" + name, "Name": "/" + name,
+        "Config": {"Image": image, "Labels": labels},
+        "State": {"Status": state, "Health": {"Status": health} if health else None},
+        "HostConfig": {"PortBindings": bindings, "RestartPolicy": {"Name": restart}, "AutoRemove": auto_remove},
+    })
+
+
+def _seat(name, port, take_over=False, container=None, runtime="compose"):
+    return {"name": name, "port": port, "container": container or "vllm-" + name, "runtime": runtime,
+            "take_over": take_over}
+
+
+def test_a_hand_started_project_of_the_seats_name_is_refused_without_the_opt_in():
+    hand = _container("chat-chat-1", "chat", "chat", [("127.0.0.1", 9100)], files="compose/chat")
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100)], [hand], _exists)
+    assert entries == []
+    assert problems == [
+        "host gpu7: container chat-chat-1 (compose project chat, service chat, running) holds seat chat: its "
+        "compose project chat, its GPU memory (compose service chat), its port 9100; expected nothing else "
+        "there, or take_over: true on seat chat to stop it in the window (a rollback brings it back), or "
+        "stop it yourself first"]
+
+
+def test_with_the_opt_in_it_is_removed_only_because_the_seats_project_would_replace_it():
+    hand = _container("chat-chat-1", "chat", "chat", [("127.0.0.1", 9100)], files="compose/chat")
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [hand], _exists)
+    assert problems == []
+    (entry,) = entries
+    assert (entry["step_aside"], entry["seats"], entry["was_running"]) == ("remove", ["chat"], True)
+    assert entry["compose_config_files"] == ["/srv/compose/chat/compose.yaml"]
+    assert takeover_lines(entries) == [
+        "chat-chat-1 for seat chat (seat chat: its compose project chat, its GPU memory (compose service chat), "
+        "its port 9100; removed, its compose files stay in /srv/compose/chat)"]
+
+
+def test_another_projects_service_is_only_stopped_and_an_unrelated_port_holder_is_named():
+    ops_chat = _container("ops-chat-1", "ops", "chat", [("", 8211)])
+    stranger = _container("metrics", None, None, [("0.0.0.0", 8212)], restart="always")
+    seats = [_seat("chat", 8211, take_over=True), _seat("coder", 8212)]
+    entries, problems = conflicts("gpu7", seats, [ops_chat, stranger], _exists)
+    assert [(e["name"], e["step_aside"]) for e in entries] == [("ops-chat-1", "stop")]
+    assert problems == [
+        "host gpu7: container metrics (started with docker run, running) holds seat coder: its port 8212; "
+        "expected nothing else there, or take_over: true on seat coder to stop it in the window (a rollback "
+        "brings it back), or stop it yourself first"]
+
+
+def test_a_docker_run_container_with_the_seats_name_is_renamed_aside_and_one_with_rm_is_refused():
+    named = _container("vllm-chat", ports=[("", 9100)])
+    gone_on_stop = _container("vllm-coder", ports=[("", 9200)], auto_remove=True)
+    seats = [_seat("chat", 9100, take_over=True), _seat("coder", 9200, take_over=True)]
+    entries, problems = conflicts("gpu7", seats, [named, gone_on_stop], _exists)
+    assert [(e["name"], e["step_aside"], e.get("aside_name")) for e in entries] == [
+        ("vllm-chat", "rename", "vllm-chat-before-llmfleet")]
+    assert len(problems) == 1 and "vllm-coder" in problems[0] and "--rm" in problems[0]
+
+
+def test_a_project_whose_files_are_gone_cannot_be_taken_over():
+    orphan = _container("chat-chat-1", "chat", "chat", [("", 9100)], files="elsewhere")
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [orphan], _exists)
+    assert entries == [] and "are not on the host to bring it back from" in problems[0]
+
+
+def test_the_collections_own_containers_and_stopped_strangers_without_a_name_clash_are_left_alone():
+    ours = _container("vllm-chat", "chat", "chat", [("", 9100)], seat="chat")
+    stopped = _container("old-thing", ports=[("", 9100)], state="exited")
+    assert conflicts("gpu7", [_seat("chat", 9100)], [ours, stopped], _exists) == ([], [])
+
+
+def test_seats_that_are_not_a_plan_are_refused():
+    with pytest.raises(TakeOverError):
+        conflicts("gpu7", [{"port": 1}], [], _exists)
+
+
+def test_a_host_name_with_a_newline_in_a_label_is_not_shown():
+    record = container_record({"Id": "x", "Name": "/a", "Config": {"Labels": {
+        "com.docker.compose.project": "chat\nservices:"}}, "State": {"Status": "running"}})
+    assert record["compose_project"] is None
+
+
+CARDS = [{"index": 0, "uuid": "GPU-a", "memory_used_mib": 30000}, {"index": 1, "uuid": "GPU-b", "memory_used_mib": 4000}]
+
+
+def _running(name, image="img:1", health="healthy"):
+    return {"name": name, "image": image, "state": "running", "health": health}
+
+
+def test_the_host_as_it_was_has_no_difference():
+    before = [_running("chat-chat-1"), _running("asr", health=None)]
+    assert host_differences(before, list(before), CARDS, {"gpus": CARDS}, 1024) == []
+
+
+def test_every_difference_from_the_host_before_is_named():
+    before = [_running("chat-chat-1"), _running("coder-coder-1"), _running("asr", health=None)]
+    after = [_running("chat-chat-1", health="starting"), _running("asr", image="img:2"), _running("vllm-chat")]
+    cards_after = [dict(CARDS[0], memory_used_mib=0), dict(CARDS[1], memory_used_mib=4500)]
+    assert host_differences(before, after, CARDS, cards_after, 1024) == [
+        "container asr runs img:2, it ran img:1 before",
+        "container chat-chat-1 was healthy before and is starting now",
+        "container coder-coder-1 ran before the window and does not run now",
+        "container vllm-chat runs now and did not before the window",
+        "GPU 0 holds 0 MiB, it held 30,000 MiB before the window (tolerance 1,024 MiB)",
+    ]
