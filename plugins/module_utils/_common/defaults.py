@@ -53,3 +53,10 @@ REDACTED = "<secret>"
 
 # The label on every container the collection runs: its value is the seat's name.
 MANAGED_LABEL = "io.llmfleet.seat"
+
+# The host address a seat's port is published on unless the inventory says otherwise: the host
+# itself, so a new seat is reachable from nowhere else until the operator names the address its
+# gateway comes in on (docs/inventory.md, "Exposure").
+BIND_ADDRESS = "127.0.0.1"
+# The addresses that publish a port on every interface of the host.
+ALL_INTERFACES = ("0.0.0.0", "::")

@@ -59,7 +59,7 @@ HOST_OPTIONS = {
 # What the rendered files need of every seat, as the inventory declared it (an engine adds its
 # own LAUNCH_FIELDS).
 LAUNCH_FIELDS = ("image", "environment", "secret_environment", "volumes", "command", "health_interval",
-                 "health_start_period", "restart")
+                 "health_start_period", "restart", "bind_address", "networks")
 
 
 class PlanError(ValueError):

@@ -14,12 +14,15 @@ and says what was expected. GPU references (index or UUID) become UUIDs; sizes b
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    ALL_INTERFACES,
+    BIND_ADDRESS,
     CONTROL_RE,
     HEALTH_PATH_EXPECTED,
     HEALTH_PATH_RE,
@@ -38,7 +41,7 @@ _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "secret_environment", "volumes", "command",
                 "health_path", "health_interval", "health_start_period", "runtime", "restart",
-                "allow_floating_image"}
+                "allow_floating_image", "bind_address", "networks"}
 # Where a seat runs, and the restart policies each runtime knows.
 RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
                     "systemd": ("always", "on-failure", "no")}
@@ -53,6 +56,11 @@ _IMAGE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 _CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
+_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
+# Not networks a seat joins: host and none replace the seat's network (host publishes every port
+# it listens on, on every interface); default is compose's name for the project's own.
+_NOT_JOINABLE = ("host", "none", "default")
+_NETWORK_KEYS = {"name", "external"}
 # The seat's own variables in its .env; the inventory's environment cannot shadow them.
 _RESERVED_ENV_PREFIX = "SEAT_"
 
@@ -215,6 +223,7 @@ def _seat(check, position, raw, gpus, defaults):
     for field in ("health_interval", "health_start_period"):
         check.text(where, field, seat[field], _DURATION_RE, "a docker duration such as 15s, 2m or 1m30s")
     _runtime_fields(check, where, raw, seat, engine)
+    _exposure(check, where, raw, seat)
     seat["declared_sizes"] = {}
     engine.normalize(check, where, raw, seat, defaults)
     for field in engine.SIZE_FIELDS:
@@ -256,6 +265,47 @@ def _runtime_fields(check, where, raw, seat, engine):
         check.fail(where, "image", "a pinned image: a version tag or a digest (NAME@sha256:... or the local "
                    "image ID sha256:...); a floating tag runs whatever it points at on the next start "
                    "(allow_floating_image: true to accept it)", seat["image"])
+
+
+def _exposure(check, where, raw, seat):
+    """``bind_address`` (the host address its port is published on) and ``networks`` (docker
+    networks it joins, ``[{"name", "external"}]``); a bare name is a network that exists on the
+    host (external), and a systemd seat joins only those: it has no project to create one."""
+    address = raw.get("bind_address", BIND_ADDRESS)
+    expected = ("an IPv4 or IPv6 address of the host such as 127.0.0.1, 10.0.0.5 or ::1 (no brackets, "
+                "no host name; %s publishes on every interface)" % " or ".join(ALL_INTERFACES))
+    try:
+        parsed = ipaddress.ip_address(address) if isinstance(address, str) and "%" not in address else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.is_multicast or (parsed.version == 6 and parsed.ipv4_mapped):
+        check.fail(where, "bind_address", expected, address)
+    seat["bind_address"] = str(parsed) if parsed is not None else None
+    networks = raw.get("networks", [])
+    seat["networks"] = []
+    if not isinstance(networks, list):
+        check.fail(where, "networks", "a list of network names or {name, external}", networks)
+        return
+    for position, network in enumerate(networks):
+        field = "networks[%d]" % position
+        entry = {"name": network, "external": True} if isinstance(network, str) else network
+        if not isinstance(entry, dict) or set(entry) - _NETWORK_KEYS:
+            check.fail(where, field, "a network name or {name: NAME, external: true|false}", network)
+            continue
+        name = check.text(where, field + ".name", entry.get("name"), _NETWORK_RE,
+                          "a docker network name (letters, digits, '_', '.', '-')")
+        external = entry.get("external", True)
+        if not isinstance(external, bool):
+            check.fail(where, field + ".external", "true or false", external)
+        elif name in _NOT_JOINABLE:
+            check.fail(where, field + ".name", "a network to join (not %s)" % ", ".join(_NOT_JOINABLE), name)
+        elif not external and seat["runtime"] == "systemd":
+            check.fail(where, field + ".external", "true: a systemd seat joins networks that exist on the "
+                       "host (docker network create them first)", external)
+        elif name is not None and name in [known["name"] for known in seat["networks"]]:
+            check.fail(where, field + ".name", "each network once", name)
+        elif name is not None:
+            seat["networks"].append({"name": name, "external": external})
 
 
 def merged_seats(seats, seat_defaults):

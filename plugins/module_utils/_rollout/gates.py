@@ -174,7 +174,12 @@ class SeatHost:
         self.runtime_probe_fraction = runtime_probe_fraction
 
     def client(self, seat):
-        return Client("http://%s:%d" % (self.address, seat["port"]), self.api_key, timeout=10)
+        """The seat at its bind address, where it is published on one; on all IPv4 interfaces, at
+        ``address``; on all IPv6 ones, at ::1."""
+        bound = (seat.get("launch") or {}).get("bind_address")
+        address = {None: self.address, "0.0.0.0": self.address, "::": "::1"}.get(bound, bound)
+        host = "[%s]" % address if ":" in address else address
+        return Client("http://%s:%d" % (host, seat["port"]), self.api_key, timeout=10)
 
     def inspect(self, seat):
         return self.docker.inspect_one(seat["container"])

@@ -14,6 +14,7 @@ import json
 import os
 from xml.sax.saxutils import escape
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import release_note
 
@@ -75,12 +76,16 @@ def plan_markdown(plan):
         lines.append("| %d | %s | %s | %s | %s | %s |" % (
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
-    lines += ["", "| seat | runtime | image | KV arithmetic |", "|---|---|---|---|"]
+    lines += ["", "| seat | runtime | image | exposure | KV arithmetic |", "|---|---|---|---|---|"]
     for seat in plan["seats"]:
         image = (seat.get("launch") or {}).get("image", "")
-        lines.append("| %s | %s | `%s`%s | %s |" % (seat["name"], seat.get("runtime", "compose"), image,
-                                                    " (pinned by digest)" if "sha256:" in image else "",
-                                                    _arithmetic(seat)))
+        lines.append("| %s | %s | `%s`%s | %s | %s |" % (seat["name"], seat.get("runtime", "compose"), image,
+                                                         " (pinned by digest)" if "sha256:" in image else "",
+                                                         _exposure(seat), _arithmetic(seat)))
+    everywhere = ["%s (%s)" % (seat["name"], _published(seat)) for seat in plan["seats"] if _on_all_interfaces(seat)]
+    if everywhere:
+        lines += ["", "- **published on all interfaces**: %s: reachable from every network the host is on; "
+                  "bind_address names the one address the gateway comes in on" % ", ".join(everywhere)]
     for seat in plan["seats"]:
         notes = engine_of(seat).plan_notes(seat)
         if notes:
@@ -93,6 +98,30 @@ def plan_markdown(plan):
         lines.append("")
         lines += ["- warning: %s" % warning for warning in plan["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _bind_address(seat):
+    return (seat.get("launch") or {}).get("bind_address", BIND_ADDRESS)
+
+
+def _on_all_interfaces(seat):
+    return _bind_address(seat) in ALL_INTERFACES
+
+
+def _published(seat):
+    address = _bind_address(seat)
+    return "%s:%s" % ("[%s]" % address if ":" in address else address, seat["port"])
+
+
+def _exposure(seat):
+    """Where a seat can be reached from: its published address and port, flagged when that is
+    every interface, and the networks it joins."""
+    text = "`%s`%s" % (_published(seat), " **all interfaces**" if _on_all_interfaces(seat) else "")
+    networks = (seat.get("launch") or {}).get("networks") or []
+    if networks:
+        text += "; networks: %s" % ", ".join("%s%s" % (network["name"], " (external)" if network["external"] else "")
+                                             for network in networks)
+    return text
 
 
 def _arithmetic(seat):

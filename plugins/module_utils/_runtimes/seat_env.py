@@ -13,9 +13,11 @@ to the variables (``Ref``) and never hold a value that changes."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    BIND_ADDRESS,
     CONTROL_RE,
     HEALTH_PATH_EXPECTED,
     HEALTH_PATH_RE,
@@ -32,6 +34,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam impo
 PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
 SECRET_CHANGED = "<secret changed>"
+_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 class Ref:
@@ -95,8 +98,40 @@ def validated(seat):
     health_path = seat.get("health_path", "/health")
     if not isinstance(health_path, str) or not HEALTH_PATH_RE.match(health_path):
         fail(seat, "health_path", HEALTH_PATH_EXPECTED, health_path)
+    bind_address(seat)
+    networks(seat)
     engine_of(seat).check_plan_seat(seat, lambda field, expected, got: fail(seat, field, expected, got))
     return seat
+
+
+def bind_address(seat):
+    """The host address the seat's port is published on (the collection's default when the plan
+    seat names none), as an address literal."""
+    address = seat["launch"].get("bind_address", BIND_ADDRESS)
+    try:
+        if isinstance(address, str) and "%" not in address:
+            return str(ipaddress.ip_address(address))
+    except ValueError:
+        pass
+    return fail(seat, "launch.bind_address", "an IPv4 or IPv6 address", address)
+
+
+def networks(seat):
+    """The docker networks the seat joins: ``[{"name", "external"}]``."""
+    joined = seat["launch"].get("networks") or []
+    if not isinstance(joined, list) or not all(
+            isinstance(n, dict) and set(n) == {"name", "external"} and isinstance(n["name"], str)
+            and _NETWORK_RE.match(n["name"]) and isinstance(n["external"], bool) for n in joined):
+        fail(seat, "launch.networks", "a list of {name: a docker network name, external: true|false}", joined)
+    return joined
+
+
+def published(seat, inside):
+    """``BIND:PORT:INSIDE`` as docker's -p and compose's short syntax read it, the address and
+    port from the variables file; an IPv6 address in brackets."""
+    bind = [Ref("SEAT_BIND"), ":"] if ipaddress.ip_address(bind_address(seat)).version == 4 else \
+        ["[", Ref("SEAT_BIND"), "]:"]
+    return Joined(bind + [Ref("SEAT_PORT"), ":", inside])
 
 
 def secret_names(seat):
@@ -110,7 +145,8 @@ def seat_env(seat, secrets=None):
     """The variables of a seat, in file order: what a maintenance window changes, then its
     secrets (``secrets``: name -> value)."""
     seat = validated(seat)
-    env = [("SEAT_IMAGE", seat["launch"]["image"]), ("SEAT_PORT", str(seat["port"]))]
+    env = [("SEAT_IMAGE", seat["launch"]["image"]), ("SEAT_BIND", bind_address(seat)),
+           ("SEAT_PORT", str(seat["port"]))]
     for index, uuid in enumerate(seat["gpus"]):
         env.append(("SEAT_GPU_%d" % index, uuid))
     env += engine_of(seat).environment(seat)

@@ -42,6 +42,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env 
     env_text,
     header,
     health_code,
+    networks,
+    published,
     redact_env,
     secret_names,
     validated,
@@ -108,7 +110,11 @@ def docker_run_args(seat):
             "--label", "%s=%s" % (MANAGED_LABEL, name), "--label", "%s=%s" % (RUNTIME_LABEL, NAME),
             # docker's CSV form of one device list: "device=UUID,UUID"
             "--gpus", Joined(['"device='] + [part for ref in devices for part in (ref, ",")][:-1] + ['"']),
-            "--publish", Joined([Ref("SEAT_PORT"), ":", inside])]
+            # on the seat's bind address alone: docker's default would be every interface
+            "--publish", published(seat, inside)]
+    # networks that exist on the host (seat_spec refuses any other for a systemd seat)
+    for network in networks(seat):
+        args += ["--network", network["name"]]
     if engine.HOST_IPC:
         args += ["--ipc", "host"]
     for key, value in sorted((launch.get("environment") or {}).items()):

@@ -35,7 +35,7 @@ def test_a_plan_seat_is_rendered_through_its_engine():
     assert "SEAT_KV_CACHE_MEMORY_BYTES='4294967296'" in files[".env"]
     assert '- "--kv-cache-memory-bytes"' in files["compose.yaml"] and 'ipc: "host"' in files["compose.yaml"]
     tenant = compose.render(ASR)["compose.yaml"]
-    assert '"${SEAT_PORT:?}:8000"' in tenant and '- "--fast"' in tenant and "ipc" not in tenant
+    assert '"${SEAT_BIND:?}:${SEAT_PORT:?}:8000"' in tenant and '- "--fast"' in tenant and "ipc" not in tenant
     assert "SEAT_MODEL" not in compose.render(ASR)[".env"]
 
 

@@ -67,7 +67,7 @@ def test_serve_sh_runs_docker_with_every_value_as_it_was_written(tmp_path):
     assert not os.path.exists("/tmp/pwned"), "a value ran as a command"
     assert argv[:3] == ["run", "--name", "vllm-qwen"]
     assert argv[argv.index("--gpus") + 1] == '"device=GPU-a,GPU-b"'
-    assert argv[argv.index("--publish") + 1] == "7773:7773"
+    assert argv[argv.index("--publish") + 1] == "127.0.0.1:7773:7773", "the default bind address"
     assert "NOTE=it's $(touch /tmp/pwned) `x`" in argv and "HF_TOKEN" in argv
     health = argv[argv.index("--health-cmd") + 1]
     assert health.startswith("python3 -c '") and "7773" in health
