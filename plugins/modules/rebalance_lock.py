@@ -15,9 +15,13 @@ description:
     ran before and which backups hold the files it replaced.
   - A second run finds the lock taken and fails with the holder's details, before it touches
     anything. A run whose controller process is gone (an interrupted run, a lost connection)
-    leaves a stale lock; the playbooks detect that on the controller, take the lock over with
-    O(force=true), and adopt the dead run's journal so that a rollback still returns to the
-    state before the first run.
+    leaves a stale lock; the playbooks detect that on the controller (no process of that run is
+    left there, its workers included; see the P(llmfleet.seats.controller#lookup) lookup), take
+    the lock over with O(force=true), and adopt the dead run's journal so that a rollback still
+    returns to the state before the first run.
+  - The journal also says how far the window got (C(touched), the seats it stopped or booted, and
+    C(gated), those that passed every gate since); a takeover returns the seats the dead run
+    touched and never saw gated, for the new run to gate again.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -99,6 +103,14 @@ journal:
   description: This run's journal as it now stands in the lock.
   returned: state=acquired or state=journaled
   type: dict
+interrupted:
+  description:
+    - After taking the lock from another run, that run's C(run_id) and C(seats), the seats its
+      journal says it touched (files written, stopped, booted) and did not see pass their gates;
+      V({}) when the lock was free.
+  returned: state=acquired and the lock was taken
+  type: dict
+  sample: {run_id: 20261005T101500Z-4242, seats: [gen-small]}
 """
 
 from ansible.module_utils.basic import AnsibleModule

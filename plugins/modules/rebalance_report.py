@@ -56,7 +56,8 @@ options:
         V(rolled_back) or V(failed)); usually also C(plan), C(gates), C(actions), C(backups),
         C(before), C(after), C(error), C(started) and C(finished), and after a rollback
         C(rollback) (the result of P(llmfleet.seats.rollback_outcome#filter), each file's and
-        seat's state).
+        seat's state); after taking over the lock of a run cut short, C(interrupted) (its
+        C(run_id), and the C(seats) it left ungated, which this run finished or rolled back).
     type: dict
     required: true
 """

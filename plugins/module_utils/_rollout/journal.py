@@ -6,7 +6,9 @@
 # Do not use this from other collections or standalone plugins/modules!
 """What a run journals so a rollback can undo it: the seats' seat_files results, merged file by
 file with the journal of a run it took over, and what they say (which seats changed, which
-backups hold the files from before the window)."""
+backups hold the files from before the window); and how far the window got: ``touched``, the
+seats it stopped or booted (journaled before it does), and ``gated``, those that passed every
+gate since. A run cut short leaves the difference for the run that takes over to finish."""
 
 from __future__ import annotations
 
@@ -50,3 +52,16 @@ def seat_file_backups(files_by_seat):
     """Every backup path in the map, sorted."""
     return sorted(entry["backup"] for files in _files_by_seat(files_by_seat, "seat_file_backups").values()
                   for entry in (files or {}).values() if entry.get("backup"))
+
+
+def unfinished_seats(journal):
+    """The seats a window touched (files written, stopped or booted) that it never saw pass
+    their gates: the ones a run taking over its lock must gate again."""
+    if not isinstance(journal, dict):
+        raise JournalError("journal: expected the lock's journal (a dict), got %r" % (journal,))
+    lists = {key: journal.get(key) or [] for key in ("touched", "gated")}
+    for key, names in lists.items():
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise JournalError("journal.%s: expected a list of seat names, got %r" % (key, names))
+    touched = set(changed_seat_files(journal.get("files") or {})) | set(lists["touched"])
+    return sorted(touched - set(lists["gated"]))

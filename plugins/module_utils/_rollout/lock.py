@@ -10,14 +10,26 @@ The lock is a file created exclusively (of two runs that race, exactly one creat
 the run id, the controller's host and ansible-playbook PID, when it started, and the run's
 journal (what ran before, and the backup of every file it will write). It is rewritten
 atomically, so a crash mid-write never leaves half a journal, and it survives a reboot: the run
-that takes over from one that was cut short adopts its journal.
+that takes over from one that was cut short adopts its journal, and finishes the seats that run
+touched but never saw through their gates (``journal.unfinished_seats``).
+
+A run is known by its controller (``controller_identity``): the host, the ansible-playbook
+process with its start time, the boot, and a digest of its command line. Its processes
+(``run_processes``) are that process and its workers: Ansible forks each worker from
+ansible-playbook without exec (so a worker keeps its command line) and the worker leaves the
+process group and session at once (setsid), so neither of those finds it, and killing the
+group leaves it running; the worker holds its connection to the host until the module it runs
+there ends. A run is over when none of them is alive.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.journal import unfinished_seats
 
 STATES = ("acquired", "journaled", "released")
 
@@ -91,7 +103,8 @@ def acquire(path, run_id, controller, force=False, check_mode=False):
             % (path, holder.get("run_id"), holder.get("controller", {}).get("host", "?"),
                holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")), holder)
     if check_mode:
-        return {"changed": True, "acquired": True, "held_by": holder, "journal": {}}
+        return {"changed": True, "acquired": True, "held_by": holder, "journal": {},
+                "interrupted": _interrupted(holder)}
     record = {"run_id": run_id, "controller": controller,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "journal": {}}
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -102,4 +115,98 @@ def acquire(path, run_id, controller, force=False, check_mode=False):
     except FileExistsError:
         raise LockError("another rebalance took %s at the same moment: %s" % (path, read(path)),
                         read(path)) from None
-    return {"changed": True, "acquired": True, "held_by": holder, "journal": {}}
+    return {"changed": True, "acquired": True, "held_by": holder, "journal": {},
+            "interrupted": _interrupted(holder)}
+
+
+def _interrupted(holder):
+    """What a lock taken over says about the window it held: ``{"run_id", "seats"}`` with the
+    seats that window touched and did not see through their gates; {} when none held it."""
+    if not holder:
+        return {}
+    return {"run_id": holder.get("run_id"), "seats": unfinished_seats(holder.get("journal") or {})}
+
+
+def _stat(pid, proc):
+    """``(ppid, start ticks)`` of a process from /proc/PID/stat, None when it is gone. The
+    command name in parentheses may hold spaces and parentheses: the fields follow the last ')'."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat")) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _command_digest(pid, proc):
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _name(pid, proc):
+    try:
+        with open(os.path.join(proc, str(pid), "comm")) as handle:
+            return handle.read().strip()
+    except OSError:
+        return "?"
+
+
+def _boot_id(proc):
+    try:
+        with open(os.path.join(proc, "sys", "kernel", "random", "boot_id")) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def controller_identity(host, pid, proc="/proc"):
+    """What the lock records of the run's controller: ``{"host", "pid", "started", "boot_id",
+    "command"}`` (start in clock ticks since boot; ``command`` a digest of the command line, which
+    may hold secrets given with -e)."""
+    stat = _stat(pid, proc)
+    return {"host": host, "pid": pid, "started": stat[1] if stat else None, "boot_id": _boot_id(proc),
+            "command": _command_digest(pid, proc)}
+
+
+def run_processes(identity, own_pid, proc="/proc"):
+    """The processes of the run ``identity`` names still alive on this controller, as
+    ``[{"pid", "name", "role"}]``: its ansible-playbook (``main``) and every process started since
+    with its command line (``worker``), except this run's own (``own_pid`` and its children). A
+    lock written before the controller recorded its start is judged by its process id alone."""
+    pid = identity.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return []
+    started = identity.get("started")
+    if started is None:
+        return [{"pid": pid, "name": _name(pid, proc), "role": "main"}] if _stat(pid, proc) else []
+    if identity.get("boot_id") != _boot_id(proc):
+        return []  # the controller rebooted since: nothing of that run can be alive
+    alive = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == own_pid:
+            continue
+        stat = _stat(entry, proc)
+        if stat is None or stat[1] < started:
+            continue
+        ppid, start = stat
+        if int(entry) == pid and start == started:
+            alive.append({"pid": pid, "name": _name(entry, proc), "role": "main"})
+        elif ppid != own_pid and _command_digest(entry, proc) == identity.get("command"):
+            alive.append({"pid": int(entry), "name": _name(entry, proc), "role": "worker"})
+    return sorted(alive, key=lambda process: process["pid"])
+
+
+def wait_for_run_to_end(identity, own_pid, timeout, proc="/proc", clock=time.monotonic, sleep=time.sleep):
+    """``{"alive", "processes", "waited_s"}``: a run whose ansible-playbook still runs is alive
+    (another rebalance: nothing to wait for); otherwise its workers are waited for, up to
+    ``timeout`` seconds, and ``processes`` lists those still there."""
+    began = clock()
+    while True:
+        processes = run_processes(identity, own_pid, proc)
+        alive = any(process["role"] == "main" for process in processes)
+        if alive or not processes or clock() - began >= timeout:
+            return {"alive": alive, "processes": processes, "waited_s": round(clock() - began, 1)}
+        sleep(0.5)
