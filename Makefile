@@ -22,12 +22,12 @@ demo: system-deps venv  ## rehearse fv-ml1's rebalance on a twin of it: plan, dr
 	@scripts/demo
 
 plan: venv  ## print fv-ml1's plan from its inventory and recorded plateau snapshot (no host needed)
-	$(ENV) ansible-playbook -i inventories/fv-ml1 playbooks/plan.yml \
+	$(ENV) ansible-playbook -i inventories/fv-ml1/hosts.yml playbooks/plan.yml \
 	  -e seat_plan_cards_source=snapshot \
 	  -e seat_plan_cards_snapshot=$(CURDIR)/inventories/fv-ml1/snapshots/plateau-20261007.json
 
 sizing: venv  ## size the fv-ml1 seats' KV caches from inventories/fv-ml1
-	$(ENV) ansible-playbook -i inventories/fv-ml1 playbooks/kv-sizing.yml
+	$(ENV) ansible-playbook -i inventories/fv-ml1/hosts.yml playbooks/kv-sizing.yml
 
 test: system-deps venv  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
 	@scripts/test

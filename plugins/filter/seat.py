@@ -24,13 +24,18 @@ _COLLECTION = Path(__file__).resolve().parents[2]
 @functools.lru_cache(maxsize=None)
 def known_variables():
     """Every llmfleet_* and seat_* name the collection reads or documents: its roles' argument
-    specs, defaults and tasks, its playbooks, and the inventory's reference (docs/inventory.md).
+    specs, defaults and tasks, its playbooks, and the tables of the inventory's reference
+    (docs/inventory.md).
     A variable added there is known here at once."""
     names = set()
     for pattern in ("roles/*/meta/argument_specs.yml", "roles/*/defaults/*.yml", "roles/*/tasks/*.yml",
-                    "playbooks/*.yml", "docs/inventory.md"):
+                    "playbooks/*.yml"):
         for path in _COLLECTION.glob(pattern):
             names.update(VARIABLE_NAME_RE.findall(path.read_text(encoding="utf-8")))
+    # the reference's tables, whose first cell names a variable (its prose may quote a typo)
+    for line in (_COLLECTION / "docs" / "inventory.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            names.update(VARIABLE_NAME_RE.findall(line.split("|")[1]))
     return frozenset(names)
 
 
