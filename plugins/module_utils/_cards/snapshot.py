@@ -24,6 +24,13 @@ import os
 import re
 import tempfile
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import (
+    MAX_JSON_BYTES,
+    ReadCapError,
+    loads_bounded,
+    read_capped,
+)
+
 SCHEMA = "llmfleet.seats/gpu_snapshot"
 SCHEMA_VERSION = 1
 
@@ -112,7 +119,9 @@ def _no_constant(name):
 def load_snapshot(text, path):
     """Parse and check a snapshot; SnapshotError names the file, the field and what was expected."""
     try:
-        snapshot = json.loads(text, parse_constant=_no_constant)
+        snapshot = loads_bounded(text, parse_constant=_no_constant)
+    except ReadCapError as exc:
+        raise SnapshotError("snapshot %s: %s" % (path, exc)) from None
     except ValueError as exc:
         raise SnapshotError("snapshot %s: not JSON (%s)" % (path, exc)) from None
     _check(isinstance(snapshot, dict), path, "the document", "a JSON object", type(snapshot).__name__)
@@ -143,8 +152,9 @@ def load_snapshot(text, path):
 def read_snapshot_file(path):
     """load_snapshot() on a file; unreadable files raise SnapshotError too."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_capped(path, MAX_JSON_BYTES)
+    except ReadCapError as exc:
+        raise SnapshotError("snapshot %s: %s" % (path, exc)) from None
     except OSError as exc:
         raise SnapshotError("snapshot %s: cannot read it: %s" % (path, exc.strerror or exc))
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):

@@ -23,6 +23,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, human_bytes, to_bytes
 
 _BARE_NUMBER_RE = re.compile(r"\A\s*[0-9]+\s*\Z")
+# The longest single argument or environment string Linux passes to a process
+# (MAX_ARG_STRLEN): a longer value could never start the seat ("Argument list too long").
+VALUE_MAX_BYTES = 128 * 1024
 
 
 class Checker:
@@ -51,11 +54,12 @@ class Checker:
     def positive_int(self, where, field, value, maximum=None):
         return self.integer(where, field, value, 1, maximum)
 
-    def number(self, where, field, value, minimum=0, exclusive=True):
-        """A finite number above (or from) ``minimum``; .inf and .nan are refused."""
+    def number(self, where, field, value, minimum=0, exclusive=True, maximum=None):
+        """A finite number above (or from) ``minimum``, at most ``maximum``; .inf and .nan are refused."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-                value <= minimum if exclusive else value < minimum):
-            self.fail(where, field, "a finite number %s %s" % (">" if exclusive else ">=", minimum), value)
+                value <= minimum if exclusive else value < minimum) or (maximum is not None and value > maximum):
+            self.fail(where, field, "a finite number %s %s%s" % (
+                ">" if exclusive else ">=", minimum, "" if maximum is None else " and <= %s" % maximum), value)
             return None
         return value
 
@@ -64,6 +68,10 @@ class Checker:
         if not isinstance(value, str) or not value.strip() or CONTROL_RE.search(value) or (
                 pattern is not None and not pattern.match(value)):
             self.fail(where, field, expected + (", on one line" if pattern is None else ""), value)
+            return None
+        if too_long(value):
+            self.fail(where, field, "at most %d bytes (the longest value a process is given)" % VALUE_MAX_BYTES,
+                      "%d bytes" % len(value.encode("utf-8")))
             return None
         return value
 
@@ -88,7 +96,17 @@ class Checker:
                     pattern is None or pattern.match(item)) for item in value):
             self.fail(where, field, "a list of %s without control characters" % expected, value)
             return None
+        longest = max(value, key=len, default="")
+        if too_long(longest):
+            self.fail(where, field, "items of at most %d bytes (the longest value a process is given)"
+                      % VALUE_MAX_BYTES, "an item of %d bytes" % len(longest.encode("utf-8")))
+            return None
         return list(value)
+
+
+def too_long(text):
+    """Whether ``text`` is longer than any single argument or variable a process can be given."""
+    return len(text) > VALUE_MAX_BYTES // 4 and len(text.encode("utf-8")) > VALUE_MAX_BYTES
 
 
 def _is_bare(value):
@@ -105,10 +123,28 @@ def _shown(got):
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _without_secret_values(value):
+# How deep a shown value is followed: an inventory can nest deeper than Python recurses.
+_SHOWN_DEPTH = 8
+
+
+def _without_secret_values(value, depth=0):
+    if isinstance(value, (dict, list)) and depth >= _SHOWN_DEPTH:
+        return "..."
     if isinstance(value, dict):
         return {key: REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key)
-                else _without_secret_values(item) for key, item in value.items()}
+                else _without_secret_values(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [_without_secret_values(item) for item in value]
+        return [_without_secret_values(item, depth + 1) for item in value]
     return value
+
+
+def without_text(value, depth=0):
+    """``value`` with every string but a dict's key replaced by ``<secret>``, at any depth: what
+    an error may show of a field it cannot tell is no secret."""
+    if isinstance(value, (dict, list)) and depth >= _SHOWN_DEPTH:
+        return "..."
+    if isinstance(value, dict):
+        return {key: without_text(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_text(item, depth + 1) for item in value]
+    return REDACTED if isinstance(value, str) else value

@@ -19,10 +19,10 @@ must be the plan's, ``vram_kv`` byte for byte on every card.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import load_json
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
@@ -46,6 +46,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance im
     knob_effects,
     pin_ledger,
     plane_from_ledger,
+    term_maximum,
 )
 
 NAME = "radiance"
@@ -102,16 +103,19 @@ def normalize(check, where, raw, seat, defaults):
     served = raw.get("served_model_names", [seat["name"]] if seat["name"] else ["seat"])
     seat["served_model_names"] = check.string_list(where, "served_model_names", served or None, SERVED_NAME_RE,
                                                    "model names (letters, digits, ._:/@+-)") or [seat["name"]]
+    # each knob within its plausible range (term_maximum): a size in bytes is refused here
     for field in ("max_num_seqs", "max_model_len", "host_pool_mib", "ttm_min_mib", "ttm_target_mib"):
-        seat[field] = check.positive_int(where, field, raw.get(field))
-    seat["gpu_headroom_mib"] = check.integer(where, "gpu_headroom_mib", raw.get("gpu_headroom_mib", GPU_HEADROOM_MIB), 0)
-    seat["prefix_cache_mib"] = check.integer(where, "prefix_cache_mib", raw.get("prefix_cache_mib", 0), 0)
+        seat[field] = check.positive_int(where, field, raw.get(field), term_maximum(field))
+    seat["gpu_headroom_mib"] = check.integer(where, "gpu_headroom_mib", raw.get("gpu_headroom_mib", GPU_HEADROOM_MIB), 0,
+                                             term_maximum("gpu_headroom_mib"))
+    seat["prefix_cache_mib"] = check.integer(where, "prefix_cache_mib", raw.get("prefix_cache_mib", 0), 0,
+                                             term_maximum("prefix_cache_mib"))
     seat["placement"] = check.text(where, "placement", raw.get("placement", "auto"), _PLACEMENT_RE,
                                    "radiance's expert placement (auto, or its placement spec)")
     slots = raw.get("checkpoint_slots", "auto")
     seat["checkpoint_slots"] = slots if slots == "auto" else check.integer(
-        where, "checkpoint_slots", slots, 0)
-    seat["target_tokens"] = check.positive_int(where, "target_tokens", raw["target_tokens"]) \
+        where, "checkpoint_slots", slots, 0, term_maximum("checkpoint_slots"))
+    seat["target_tokens"] = check.positive_int(where, "target_tokens", raw["target_tokens"], term_maximum("target_tokens")) \
         if raw.get("target_tokens") is not None else None
 
 
@@ -121,8 +125,7 @@ def _profile(seat, inventory_dir):
     path = path if os.path.isabs(path) else os.path.join(inventory_dir or ".", path)
     where = "seat %s: model_profile %s" % (seat["name"], path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            profile = json.load(handle)
+        profile = load_json(path)
     except (OSError, ValueError) as exc:
         raise SizingError("%s: cannot be read as JSON (%s)" % (where, getattr(exc, "strerror", None) or exc)) from None
     if not isinstance(profile, dict):
@@ -131,12 +134,13 @@ def _profile(seat, inventory_dir):
     missing = [term for term in _PROFILE_REQUIRED if term not in profile]
     # every term is a count (MiB, bytes, tokens, checkpoints)
     wrong = sorted(term for term, value in profile.items() if term in PROFILE_TERMS and (
-        isinstance(value, bool) or not isinstance(value, int) or value < 0))
+        isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _profile_maximum(term)))
     if unknown or missing or wrong:
         raise SizingError("%s: %s" % (where, "; ".join(
             ["%s: expected one of %s (unknown term)" % (term, ", ".join(PROFILE_TERMS)) for term in unknown]
             + ["%s: expected a value (required)" % term for term in missing]
-            + ["%s: expected an integer from 0 up, got %r" % (term, profile[term]) for term in wrong])))
+            + ["%s: expected an integer from 0 to %d, got %r" % (term, _profile_maximum(term), profile[term])
+               for term in wrong])))
     if "plane_mib" not in profile:
         if "printed_experts_mib" not in profile or "printed_host_pool_mib" not in profile:
             raise SizingError("%s: plane_mib: expected the expert plane, or printed_experts_mib and "
@@ -146,6 +150,10 @@ def _profile(seat, inventory_dir):
     # the retention policy's checkpoints per sequence (checkpoint_slots: auto)
     profile["retained"] = profile.pop("checkpoint_retained", 0)
     return {term: value for term, value in profile.items() if not term.startswith("printed_")}
+
+
+def _profile_maximum(term):
+    return term_maximum("retained" if term == "checkpoint_retained" else term)
 
 
 def terms(seat, profile, card_totals):

@@ -20,6 +20,7 @@ import math
 import os
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import REDACTED, SECRET_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
@@ -40,6 +41,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint i
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     KV_CACHE_DTYPES,
+    KV_FACTOR_MAX,
     KVSizingError,
     evaluate_kv_budget,
     size_kv_budget,
@@ -61,7 +63,10 @@ FIELDS = frozenset({
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
     "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes",
-    "vllm_version", "allow_nearest_vllm_release"})
+    "vllm_version", "allow_nearest_vllm_release", "api_key"})
+# The seat's ``api_key`` reaches vLLM in this variable, from the 0600 env file (never argv); the
+# gates send it as a Bearer token.
+API_KEY_VARIABLE = "VLLM_API_KEY"
 # What the rendered files need beyond the planned numbers, as the inventory declared it.
 LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
                  "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
@@ -79,6 +84,26 @@ PLAN_FLAGS = (
     "--reasoning-parser", "--default-chat-template-kwargs", "--override-generation-config",
     "--num-gpu-blocks-override")
 _SHORT_PLAN_FLAGS = ("-tp", "-pp", "-dp")
+# Flags that set the plan's numbers another way: a YAML of flags, the model's config and
+# generation defaults replaced, a config.json other than the one sized, a draft model the
+# footprint never counted, KV split across ranks the sizing does not model.
+_OVERRIDE_FLAGS = (
+    ("--config", "a file of flags can set any flag the plan owns"),
+    ("--hf-overrides", "it rewrites the model config the plan sized (max_position_embeddings, ...)"),
+    ("--hf-config-path", "the plan sized the model's own config.json"),
+    ("--generation-config", "generation defaults come from max_new_tokens"),
+    ("--speculative-config", "a draft model's weights and KV are not in the footprint"),
+    ("--decode-context-parallel-size", "it splits the KV the plan sized per GPU"),
+)
+_SHORT_OVERRIDE_FLAGS = {"-dcp": "--decode-context-parallel-size"}
+# Secrets never go on a command line (plans, reports, the diff, ps): the seat's api_key and
+# secret_environment carry them.
+_SECRET_FLAGS = ("--api-key", "--hf-token")
+# What one argument may look like: a flag of lowercase words (a dotted key, an =value), or a
+# value that does not start with a dash (a negative number may).
+_FLAG_RE = re.compile(r"\A--[a-z0-9][a-z0-9_-]*(\.[A-Za-z0-9_.-]+)?(=.*)?\Z", re.DOTALL)
+_SHORT_FLAG_RE = re.compile(r"\A-[A-Za-z][A-Za-z0-9]*(=.*)?\Z|\A-O[0-9.]", re.DOTALL)
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
 MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
 SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 _PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -97,16 +122,63 @@ def container_name(name):
     return "vllm-%s" % name
 
 
-def plan_flag(arg):
-    """The plan's flag that ``arg`` sets, in any spelling vLLM accepts (``--flag value``,
-    ``--flag=value``, underscores, an unambiguous abbreviation), or None."""
-    flag = arg.split("=", 1)[0]
-    if flag in _SHORT_PLAN_FLAGS:
-        return flag
+def _long_flag(arg):
+    """``--flag`` as vLLM reads ``arg`` (``=value`` and a ``.key`` of a JSON flag cut off,
+    underscores read as dashes), or None when ``arg`` is no long flag."""
+    flag = arg.split("=", 1)[0].split(".", 1)[0]
     if not flag.startswith("--") or len(flag) < 5:
         return None
-    flag = "--" + flag[2:].replace("_", "-")
-    return next((owned for owned in PLAN_FLAGS if owned == flag or owned.startswith(flag)), None)
+    return "--" + flag[2:].replace("_", "-")
+
+
+def _matching(flag, owned_flags):
+    """The flag of ``owned_flags`` that ``flag`` spells out or abbreviates (argparse takes an
+    unambiguous prefix), or None."""
+    return next((owned for owned in owned_flags if owned == flag or owned.startswith(flag)), None)
+
+
+def plan_flag(arg):
+    """The plan's flag that ``arg`` sets, in any spelling vLLM accepts (``--flag value``,
+    ``--flag=value``, underscores, an unambiguous abbreviation, a dotted JSON key), or None."""
+    short = arg.split("=", 1)[0]
+    if short in _SHORT_PLAN_FLAGS:
+        return short
+    flag = _long_flag(arg)
+    return None if flag is None else _matching(flag, PLAN_FLAGS)
+
+
+def extra_arg_problem(arg):
+    """Why ``arg`` cannot be one of a seat's extra_args, as ``(flag, expected)``, or None. It
+    never quotes the argument's value: that may be a secret."""
+    owned = plan_flag(arg)
+    if owned:
+        return owned, "flags the plan does not set (%s is the plan's: set the seat's own field instead)" % owned
+    flag = _SHORT_OVERRIDE_FLAGS.get(arg.split("=", 1)[0]) or _long_flag(arg)
+    if flag is not None:
+        override = _matching(flag, [name for name, _why in _OVERRIDE_FLAGS])
+        if override:
+            return override, "flags that cannot override the plan (%s: %s)" % (override, dict(_OVERRIDE_FLAGS)[override])
+        secret = _matching(flag, _SECRET_FLAGS)
+        if secret or SECRET_NAME_RE.search(flag):
+            return secret or flag, ("no secret on the command line (%s): the seat's api_key or secret_environment "
+                                    "carries it" % (secret or flag))
+    if arg[:1] in _DASHES or arg[:1].isspace():
+        return arg[:1], "an argument starting with '--', or a value (a typographic dash or a space makes vLLM read " \
+            "a flag as a stray value and refuse to start)"
+    if arg.startswith("--") and not _FLAG_RE.match(arg):
+        return arg.split("=", 1)[0][:40], "a flag in lowercase words such as --enable-prefix-caching (vLLM refuses " \
+            "any other spelling at boot)"
+    if arg.startswith("-") and not arg.startswith("--") and not _SHORT_FLAG_RE.match(arg) and not _is_number(arg):
+        return arg.split("=", 1)[0][:40], "a short flag such as -q, or --%s with two dashes" % arg.lstrip("-")[:40]
+    return None
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def normalize(check, where, raw, seat, defaults):
@@ -125,7 +197,7 @@ def normalize(check, where, raw, seat, defaults):
     seat["kv_cache_memory_bytes"] = check.size(where, "kv_cache_memory_bytes", raw["kv_cache_memory_bytes"], MIB) \
         if "kv_cache_memory_bytes" in raw else None
     # the host's factor is checked once, as the operator's variable
-    seat["kv_factor"] = check.number(where, "kv_factor", raw["kv_factor"]) if "kv_factor" in raw \
+    seat["kv_factor"] = check.number(where, "kv_factor", raw["kv_factor"], maximum=KV_FACTOR_MAX) if "kv_factor" in raw \
         else defaults["kv_factor"]
     seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
                        else "exception" if "kv_factor" in raw else "rule")
@@ -151,15 +223,25 @@ def normalize(check, where, raw, seat, defaults):
     if isinstance(seat["max_model_len"], int) and seat["max_new_tokens"] and seat["max_new_tokens"] > seat["max_model_len"]:
         check.fail(where, "max_new_tokens", "at most max_model_len (%d)" % seat["max_model_len"],
                    seat["max_new_tokens"])
-    extra = check.string_list(where, "extra_args", raw["extra_args"]) if raw.get("extra_args") is not None else []
-    for arg, owned in ((arg, plan_flag(arg)) for arg in extra or []):
-        if owned:
-            check.fail(where, "extra_args", "flags the plan does not set (%s is the plan's: set the seat's "
-                       "own field instead)" % owned, arg)
+    extra = _extra_args(check, where, raw["extra_args"]) if raw.get("extra_args") is not None else []
     seat["extra_args"] = extra or []
     for field in ("weights_bytes", "overhead_bytes"):
         seat[field] = check.size(where, field, raw[field], MIB) if raw.get(field) is not None else None
     _release(check, where, raw, seat)
+
+
+def _extra_args(check, where, args):
+    """The seat's extra_args, each checked by extra_arg_problem; a refusal names the flag, never
+    a value (the one after --api-key is a key)."""
+    if not isinstance(args, list):
+        check.fail(where, "extra_args", "a list of arguments", REDACTED)
+        return None
+    problems = [extra_arg_problem(arg) if isinstance(arg, str) else None for arg in args]
+    for problem in filter(None, problems):
+        check.fail(where, "extra_args", problem[1], problem[0])
+    if any(problems):
+        return None
+    return check.string_list(where, "extra_args", args)
 
 
 def _release(check, where, raw, seat):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_flag
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag
 
 # How a container runs vLLM's OpenAI server: `vllm serve MODEL ...` (the image's entrypoint) or
 # the module itself.
@@ -152,6 +152,9 @@ def adopted_fields(args):
             notes.append("%s %s cannot be planned by the collection; dropped" % (flag, " ".join(values)))
         elif key:  # the plan sets it, so extra_args may not; a value it cannot carry over
             notes.append("%s %s is not a value the collection can carry over; dropped" % (flag, " ".join(values)))
+        elif extra_arg_problem(flag):  # the plan would refuse it as an extra arg; its value may be a secret
+            notes.append("%s cannot be an extra arg (expected %s); dropped with its value"
+                         % (flag, extra_arg_problem(flag)[1]))
         else:
             extra.extend([flag] + values)
     if "kv_cache_memory_bytes" in fields:

@@ -19,7 +19,12 @@ import json
 import math
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import (
+    VALUE_MAX_BYTES,
+    Checker,
+    too_long,
+    without_text,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     ALL_INTERFACES,
     BIND_ADDRESS,
@@ -36,6 +41,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import LARGEST, MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_FACTOR_MAX
 
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
@@ -48,11 +54,18 @@ RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
 # The policies that restart a process that exited 0.
 RESTARTS_CLEAN_EXIT = ("always", "unless-stopped")
 _DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}\Z|\Asha256:[0-9a-f]{64}\Z")
+# docker's reference grammar, whole: [registry[:port]/]path[:tag][@sha256:64 lowercase hex], or a
+# local image ID. A second tag, an uppercase or short digest never reaches a pull.
+_IMAGE_REFERENCE_RE = re.compile(
+    r"\A(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|sha256:[0-9a-f]{64})\Z")
+_IMAGE_EXPECTED = ("an image reference [REGISTRY/]NAME[:TAG][@sha256:DIGEST] (one tag; a digest of 64 lowercase "
+                   "hex digits) or a local image ID sha256:DIGEST, such as vllm/vllm-openai:v0.33.0")
 # Each grammar matches the whole string: what passes can be a file line, a path, a label or an
 # argument as it is.
 _DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
 _UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
-_IMAGE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 _CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
@@ -141,9 +154,18 @@ def _scalar_text(value):
 
 def _environment(check, where, raw):
     """``(plain, secret)``: the seat's variables as text, a secret's value where only the 0600
-    .env holds it. ``secret_environment``, and names that look like secrets (``*TOKEN*``,
-    ``*KEY*``, ...), are secret."""
+    .env holds it. ``secret_environment``, names that look like secrets (``*TOKEN*``,
+    ``*KEY*``, ...), and the seat's ``api_key`` (as its engine's variable) are secret."""
     plain, secret = {}, {}
+    engine = ENGINES.get(raw.get("engine")) if isinstance(raw.get("engine"), str) else None
+    variable = getattr(engine, "API_KEY_VARIABLE", None)
+    if variable is not None and raw.get("api_key") is not None:
+        key = _scalar_text(raw["api_key"]) if isinstance(raw["api_key"], str) else None
+        if key is None or not key.strip() or "'" in key or any(c.isspace() for c in key) or too_long(key):
+            check.fail(where, "api_key", "the seat's API key: one word of text (a vault reference), without "
+                       "a single quote, of at most %d bytes" % VALUE_MAX_BYTES, REDACTED)
+        else:
+            secret[variable] = key
     for field in ("environment", "secret_environment"):
         values = raw.get(field) or {}
         if not isinstance(values, dict):
@@ -160,9 +182,17 @@ def _environment(check, where, raw):
                 check.fail(where, "%s.%s" % (field, name), "a string, number or boolean on one line"
                            + (" without a single quote" if hidden else ""), REDACTED if hidden else value)
                 continue
+            if hidden and not text.strip():
+                check.fail(where, "%s.%s" % (field, name), "a secret's value (it is empty: a vault "
+                           "variable that was never set?)", REDACTED)
+                continue
+            if too_long(text):
+                check.fail(where, "%s.%s" % (field, name), "a value of at most %d bytes (the longest "
+                           "a process is given)" % VALUE_MAX_BYTES, REDACTED if hidden else "%d bytes" % len(text))
+                continue
             if name in plain or name in secret:
                 check.fail(where, "%s.%s" % (field, name), "one value (it is in environment and "
-                           "secret_environment)", REDACTED)
+                           "secret_environment%s)" % (", or is the api_key's" if name == variable else ""), REDACTED)
                 continue
             (secret if hidden else plain)[name] = text
     return plain, secret
@@ -187,17 +217,16 @@ def _seat(check, position, raw, gpus, defaults):
         check.fail(where, "engine", " or ".join(repr(name) for name in ENGINES), raw.get("engine"))
         return None
     for key in sorted(set(raw) - _COMMON_KEYS - engine.FIELDS, key=str):
-        # a misspelt field may still hold a secret: its value is not shown
-        shown = REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key) and not isinstance(
-            raw[key], (dict, list)) else raw[key]
+        # a misspelt field may hold a secret under any name (secret_enviroment: {HF: hf_...}):
+        # its text is not shown, at any depth
+        shown = REDACTED if isinstance(key, str) and SECRET_NAME_RE.search(key) else without_text(raw[key])
         check.fail(where, key, "a known field for a %s seat (typo?)" % engine.NAME, shown)
 
     tp = engine.gpu_count(check, where, raw)
     plain, secret = _environment(check, where, raw)
     seat = {
         "name": name, "engine": engine.NAME,
-        "image": check.text(where, "image", raw.get("image"), _IMAGE_RE,
-                            "an image reference such as vllm/vllm-openai:v0.33.0"),
+        "image": check.text(where, "image", raw.get("image"), _IMAGE_REFERENCE_RE, _IMAGE_EXPECTED),
         "port": check.positive_int(where, "port", raw.get("port"), 65535),
         "gpu": _gpu_refs(check, where, "gpu", raw.get("gpu"), gpus, tp),
         "avoid_gpus": _gpu_refs(check, where, "avoid_gpus", raw.get("avoid_gpus"), gpus) or [],
@@ -371,7 +400,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
                       seat_defaults)
         seat_defaults = {}
     norm_gpus = _gpus(check, gpus)
-    check.number("llmfleet_kv_factor", None, kv_factor)
+    check.number("llmfleet_kv_factor", None, kv_factor, maximum=KV_FACTOR_MAX)
     if not isinstance(seats, list) or not seats:
         check.problem("llmfleet_seats", "expected a non-empty list of seats (a seat no longer wanted is "
                       "listed in llmfleet_retire, a host with none left is not a GPU host of the play)", seats)

@@ -46,17 +46,44 @@ def sha256(data):
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
+def private(mode):
+    """Whether ``mode`` gives the group and others nothing: the mode of a file that holds secrets."""
+    return mode & 0o077 == 0
+
+
 def _replace(path, content, new_mode, move):
     """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own
-    (``move(temp, path)`` keeps it, as Ansible's atomic_move does)."""
+    (``move(temp, path)`` keeps it, as Ansible's atomic_move does), unless ``new_mode`` is
+    private: a file holding secrets gets it on every write, whatever it had."""
     handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
     with os.fdopen(handle, "wb") as out:
         out.write(content)
     created = not os.path.exists(path)
+    if not created and private(new_mode):
+        # tightened before the move, which copies the old file's mode onto the new content
+        os.chmod(path, new_mode)
     move(temp, path)
-    if created:
+    if created or private(new_mode):
         # a new file would get the umask's mode; a .env may hold tokens
         os.chmod(path, new_mode)
+
+
+def _private_backup(backup):
+    """A backup of a file that holds secrets readable by its owner alone, whatever the file's
+    mode was (a 0644 .env's backup is 0600)."""
+    os.chmod(backup, os.stat(backup).st_mode & 0o700)
+
+
+def _modes(runtime, project_dir, modes):
+    """The mode each of the seat's files is written with; a file the runtime keeps private
+    (its secrets) is refused a mode that opens it to the group or others."""
+    own = runtime.files(os.path.basename(project_dir.rstrip("/")))
+    chosen = {name: modes.get(name, mode) for name, mode in own.items()}
+    for name, mode in sorted(chosen.items()):
+        if private(own[name]) and not private(mode):
+            raise SeatFilesError("%s: mode %04o would let others read the seat's secrets; expected a mode "
+                                 "without group or other access such as '0600' (env_mode)" % (name, mode))
+    return chosen
 
 
 def _remove_leftovers(project_dir):
@@ -131,19 +158,21 @@ def _write(projects, modes, validate, docker, move):
     for _runtime, project_dir, _contents, _result in projects:
         _remove_leftovers(project_dir)
     changing = [project for project in projects if project[3]["changed"]]
+    chosen = {project_dir: _modes(runtime, project_dir, modes) for runtime, project_dir, _c, _r in changing}
     for runtime, project_dir, contents, _result in changing:
         if not os.path.isdir(project_dir):
             os.makedirs(project_dir, 0o755)
         if validate:
             _validate(runtime, project_dir, contents, docker)
-    for runtime, project_dir, contents, result in changing:
-        for entry in result["files"].values():
+    for _runtime, project_dir, contents, result in changing:
+        for name, entry in result["files"].items():
             if entry["backup"]:
                 make_backup(entry["path"], entry["backup"])
-        own = runtime.files(os.path.basename(project_dir.rstrip("/")))
+                if private(chosen[project_dir][name]):
+                    _private_backup(entry["backup"])
         for name, entry in result["files"].items():
             if entry["changed"]:
-                _replace(entry["path"], contents[name], modes.get(name, own[name]), move)
+                _replace(entry["path"], contents[name], chosen[project_dir][name], move)
 
 
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,

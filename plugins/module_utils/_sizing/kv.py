@@ -54,6 +54,9 @@ _KV_CACHE_DTYPES_FROM = {"auto": "0.10", "bfloat16": "0.11", "float16": "0.18", 
                          "fp8_e4m3": "0.10", "fp8_e5m2": "0.10"}
 _MAMBA_DTYPES_FROM = {"auto": "0.10", "float32": "0.10", "float16": "0.13", "bfloat16": "0.22"}
 KV_CACHE_DTYPES = tuple(_KV_CACHE_DTYPES_FROM)
+# The most concurrency at max_model_len a factor may ask for (vLLM's default max_num_seqs): a
+# larger one (or inf) would size a cache no card holds.
+KV_FACTOR_MAX = 1024
 MAMBA_DTYPES = tuple(_MAMBA_DTYPES_FROM)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -1078,9 +1081,9 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     Returns evaluate_kv_budget's dict for that budget, plus ``kv_factor``, ``kv_round_to`` and
     ``min_kv_cache_memory_bytes`` (the unrounded minimum).
     """
-    if isinstance(kv_factor, bool) or not isinstance(kv_factor, (int, float)) or kv_factor <= 0:
-        raise KVSizingError("%skv_factor: expected a positive number, got %r"
-                            % (_prefix(seat), kv_factor))
+    if isinstance(kv_factor, bool) or not isinstance(kv_factor, (int, float)) or not 0 < kv_factor <= KV_FACTOR_MAX:
+        raise KVSizingError("%skv_factor: expected a finite number > 0 and <= %d, got %r"
+                            % (_prefix(seat), KV_FACTOR_MAX, kv_factor))
     round_to = _budget(kv_round_to, seat, "kv_round_to")
     if round_to < 1:
         raise KVSizingError("%skv_round_to: expected a positive size, got %r"

@@ -23,6 +23,8 @@ import json
 import math
 import os
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import ReadCapError, load_json
+
 # The keys vLLM's ModelArchConfigConvertorBase.derive_max_model_len_and_key reads, smallest wins.
 _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                  "model_max_length", "max_target_positions", "max_sequence_length",
@@ -244,8 +246,9 @@ def load_model_config(source, seat=None):
                                "directory, got %s" % (_prefix(seat), type(source).__name__))
     path = os.path.join(source, "config.json") if os.path.isdir(source) else source
     try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+        config = load_json(path)
+    except ReadCapError as exc:
+        raise ModelConfigError("%smodel config %s: %s" % (_prefix(seat), path, exc)) from None
     except OSError as exc:
         raise ModelConfigError("%smodel config %s: cannot read it (%s)"
                                % (_prefix(seat), path, exc.strerror or exc)) from None

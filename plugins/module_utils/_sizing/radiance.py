@@ -46,6 +46,8 @@ BLOCK_SIZE = 16
 # measured decode-neutral.
 HOST_POOL_STEP_MIB = 1024
 HEADROOM_RUNG_MIB = 48
+# 4 TiB of host pool added a rung at a time: the longest under-funded ladder worth printing.
+HOST_POOL_RUNGS_MAX = 4096
 # How far TTM_TARGET_MIB must clear the ledger.
 TTM_SLACK_MIB = 1024
 
@@ -65,9 +67,27 @@ class RadianceError(ValueError):
         self.field, self.expected, self.got = field, expected, got
 
 
+# The largest plausible value of each input, checked before anything is computed from it: a
+# size written in bytes where MiB were meant (or 10**18) is refused, not laddered 1 GiB a rung.
+CARD_MAX_MIB = 1024 * 1024  # 1 TiB: more than any card holds
+HOST_MAX_MIB = 64 * 1024 * 1024  # 64 TiB: more than any host holds
+COUNT_MAX = {"max_num_seqs": 65536, "max_model_len": 2 ** 24, "kv_bytes_per_token": 2 ** 24, "block_size": 4096,
+             "tp": 64, "retained": 1024, "checkpoint_slots": 2 ** 24, "target_tokens": 2 ** 40,
+             "printed_experts_mib": HOST_MAX_MIB}
+
+
+def term_maximum(field):
+    """The largest value ``field`` may take: a card's MiB, a host's MiB, or a count's own bound."""
+    if field in COUNT_MAX:
+        return COUNT_MAX[field]
+    return CARD_MAX_MIB if field in CARD_TERMS or field == "card_total_mib" else HOST_MAX_MIB
+
+
 def _whole(field, value, minimum=0):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RadianceError(field, "an integer from %d up" % minimum, value)
+    maximum = term_maximum(field)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise RadianceError(field, "an integer from %d to %d%s" % (
+            minimum, maximum, " (MiB: was it written in bytes?)" if field.endswith("_mib") else ""), value)
     return value
 
 
@@ -204,7 +224,13 @@ def host_pool_rungs(terms, target_tokens, host_limit_mib=None):
     ``{host_pool_mib, kv_tokens, pin_ledger_mib, funded}``; the last says why it stopped
     (``stopped``: funded, host_ram, plane_on_host)."""
     rungs = []
-    pool = terms.get("host_pool_mib", 0)
+    pool = _whole("host_pool_mib", terms.get("host_pool_mib", 0))
+    # the ladder ends by the rung whose pool holds the whole plane: bounded before it is climbed
+    top = _whole("plane_mib", terms.get("plane_mib", 0)) + 2 * _whole("unit_max_mib", terms.get("unit_max_mib", 0)) \
+        + _whole("file_tier_staging_mib", terms.get("file_tier_staging_mib", 0))
+    if (top - pool) // HOST_POOL_STEP_MIB + 1 > HOST_POOL_RUNGS_MAX:
+        raise RadianceError("host_pool_mib", "a pool within %d rungs of %d MiB of holding the plane (%d MiB), "
+                            "the most the ladder climbs" % (HOST_POOL_RUNGS_MAX, HOST_POOL_STEP_MIB, top), pool)
     while True:
         step = dict(terms, host_pool_mib=pool)
         sized, pinned = funding(step), _pinned(step)[2]

@@ -47,9 +47,9 @@ def test_the_plan_funds_the_seat_from_its_profile_on_its_own_cards():
 @pytest.mark.parametrize("change, problem", [
     ({"gpu": None}, "llmfleet_seats[1].gpu: expected the seat's cards"),
     ({"placement": "a b"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
-    ({"checkpoint_slots": -1}, "llmfleet_seats[1].checkpoint_slots: expected an integer from 0 up"),
-    ({"host_pool_mib": "30G"}, "llmfleet_seats[1].host_pool_mib: expected an integer from 1 up"),
-    ({"ttm_min_mib": float("inf")}, "llmfleet_seats[1].ttm_min_mib: expected an integer from 1 up"),
+    ({"checkpoint_slots": -1}, "llmfleet_seats[1].checkpoint_slots: expected an integer from 0 to 16777216"),
+    ({"host_pool_mib": "30G"}, "llmfleet_seats[1].host_pool_mib: expected an integer from 1 to 67108864"),
+    ({"ttm_min_mib": float("inf")}, "llmfleet_seats[1].ttm_min_mib: expected an integer from 1 to 67108864"),
     ({"placement": "auto\n--vram-kv-mib 1"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
     ({"placement": "$(reboot)"}, "llmfleet_seats[1].placement: expected radiance's expert placement"),
     ({"model_profile": "models/x\n.json"}, "llmfleet_seats[1].model_profile: expected the model's radiance profile"),
@@ -78,7 +78,7 @@ def test_a_profile_that_is_not_one_is_refused_naming_the_term(tmp_path):
     with pytest.raises(PlanError, match="static_weight_mib: expected one of .* \\(unknown term\\)"):
         plan(seats(model_profile=str(tmp_path / "p.json")))
     (tmp_path / "q.json").write_text(json.dumps(dict(profile, printed_experts_mib="11G")))
-    with pytest.raises(PlanError, match="printed_experts_mib: expected an integer from 0 up, got '11G'"):
+    with pytest.raises(PlanError, match="printed_experts_mib: expected an integer from 0 to 67108864, got '11G'"):
         plan(seats(model_profile=str(tmp_path / "q.json")))
 
 

@@ -69,3 +69,24 @@ def test_a_secret_is_written_to_the_env_alone_and_a_diff_never_shows_it(tmp_path
     back = restored(compose, str(tmp_path), second["files"], False)
     assert "hf_second" not in json.dumps(back) and "hf_first" not in json.dumps(back)
     assert "SEAT_SECRET_HF_TOKEN='hf_first'" in (tmp_path / ".env").read_text()
+
+
+def test_a_secret_written_over_a_world_readable_env_leaves_it_and_its_backup_private(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("SEAT_SECRET_HF_TOKEN='hf_old'\n")
+    env.chmod(0o644)
+    written = _present(tmp_path, {"HF_TOKEN": "hf_new"})
+    backup = written["files"][".env"]["backup"]
+    assert env.stat().st_mode & 0o777 == 0o600
+    assert os.stat(backup).st_mode & 0o777 == 0o600, "the backup holds the old secret"
+    assert (tmp_path / "compose.yaml").stat().st_mode & 0o777 == 0o644, "no secret there: its own mode"
+
+    restored(compose, str(tmp_path), written["files"], False)
+    assert env.read_text() == "SEAT_SECRET_HF_TOKEN='hf_old'\n" and env.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_mode_that_opens_the_env_to_others_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(SeatFilesError, match=r"^\.env: mode 0644 would let others read the seat's secrets"):
+        present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201", {".env": 0o644}, False, None, False,
+                os.rename, {"HF_TOKEN": "hf_x"})
+    assert list(tmp_path.iterdir()) == []

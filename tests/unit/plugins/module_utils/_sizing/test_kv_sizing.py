@@ -294,7 +294,9 @@ def test_sizing_a_hybrid_covers_max_num_seqs():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"kv_factor": 0}, "kv_factor: expected a positive number"),
+    ({"kv_factor": 0}, "kv_factor: expected a finite number > 0 and <= 1024, got 0"),
+    ({"kv_factor": float("inf")}, "kv_factor: expected a finite number > 0 and <= 1024, got inf"),
+    ({"kv_factor": float("nan")}, "kv_factor: expected a finite number > 0 and <= 1024, got nan"),
     ({"kv_round_to": "0B"}, "kv_round_to: expected a positive size"),
     ({"max_model_len": "auto"}, "max_model_len: \"auto\" fits"),
     ({"max_model_len": 131072}, "max_model_len: User-specified max_model_len (131072)"),
