@@ -48,8 +48,15 @@ options:
     type: str
     default: 127.0.0.1
   api_key:
-    description: The seats' C(--api-key), if they use one.
+    description: The key every seat's endpoints are asked with, unless the seat has its own in O(secrets).
     type: str
+  secrets:
+    description:
+      - The seats' secrets as M(llmfleet.seats.seat_files) takes them, C({seat: {NAME: value}}) (the
+        P(llmfleet.seats.seat_secrets#filter) filter's result).
+      - A seat's own API key (the inventory's C(api_key), C(VLLM_API_KEY) for a vLLM seat) is sent as a
+        Bearer token to its endpoints. Nothing else of them is read.
+    type: dict
   docker_host:
     description: The Docker Engine to ask; defaults to C(DOCKER_HOST), then the CLI's default.
     type: str

@@ -126,7 +126,7 @@ def main():
     with operator_errors(module):
         host = SeatHost(Docker(params["docker_host"]), params["address"], params["api_key"],
                         params["health_timeout"], params["health_interval"], params["runtime_probe"],
-                        params["runtime_probe_fraction"])
+                        params["runtime_probe_fraction"], secrets=params["secrets"])
         result = seat_gates(params, host)
     if result.get("failed"):
         module.fail_json(**result)

@@ -198,7 +198,7 @@ SEAT_BOOT_SPEC = {
 }
 SEAT_BOOT_SPEC.update({key: SEAT_GATES_SPEC[key] for key in (
     "plan_gpus", "margin_mib", "tolerance_mib", "health_timeout", "health_interval", "runtime_probe",
-    "runtime_probe_fraction", "address", "api_key", "docker_host")})
+    "runtime_probe_fraction", "address", "api_key", "secrets", "docker_host")})
 
 
 def _check_input(seats, waves, runtimes):
@@ -232,7 +232,8 @@ def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
     _check_input(params["seats"], params["waves"], params["runtimes"])
     host = SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
-                    params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"])
+                    params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"],
+                    secrets=params["secrets"])
     booter = Booter(
         params["seats"], params["waves"],
         lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",

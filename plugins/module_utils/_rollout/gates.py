@@ -47,6 +47,8 @@ SEAT_GATES_SPEC = {
     "runtime_probe_fraction": {"type": "float", "default": 0.9},
     "address": {"type": "str", "default": "127.0.0.1"},
     "api_key": {"type": "str", "no_log": True},
+    # {seat: {NAME: value}} as seat_files takes them: a seat's API key is among them
+    "secrets": {"type": "dict", "no_log": True},
     "docker_host": {"type": "str"},
 }
 SEAT_GATES_REQUIRED_IF = [("phase", phase, ["cards"]) for phase in COMPUTED_PHASES]
@@ -160,8 +162,10 @@ class SeatHost:
 
     def __init__(self, docker, address="127.0.0.1", api_key=None, health_timeout=HEALTH_TIMEOUT_S,
                  health_interval=HEALTH_INTERVAL_S, runtime_probe=False, runtime_probe_fraction=0.9,
-                 read_cards=None):
+                 read_cards=None, secrets=None):
         self.docker = docker
+        # {seat: {NAME: value}}: a seat's own API key (its engine's API_KEY_VARIABLE) is here
+        self.secrets = secrets if isinstance(secrets, dict) else {}
         # gpu_info's reading now, for the free memory a gate reports (None: not read)
         self.read_cards = read_cards
         # set when a boot elsewhere on the host failed: waiting on this one is pointless
@@ -179,7 +183,14 @@ class SeatHost:
         bound = (seat.get("launch") or {}).get("bind_address")
         address = {None: self.address, "0.0.0.0": self.address, "::": "::1"}.get(bound, bound)
         host = "[%s]" % address if ":" in address else address
-        return Client("http://%s:%d" % (host, seat["port"]), self.api_key, timeout=10)
+        # asked with the seat's own API key as a Bearer token, else the one for every seat
+        return Client("http://%s:%d" % (host, seat["port"]), self.seat_api_key(seat) or self.api_key, timeout=10)
+
+    def seat_api_key(self, seat):
+        """The key the seat's engine reads from its env file (vLLM's VLLM_API_KEY), or None."""
+        variable = getattr(engine_of(seat), "API_KEY_VARIABLE", None)
+        own = self.secrets.get(seat["name"]) if variable else None
+        return own.get(variable) if isinstance(own, dict) else None
 
     def inspect(self, seat):
         return self.docker.inspect_one(seat["container"])

@@ -180,7 +180,7 @@ def _params(**changes):
               "root": "/srv/compose", "runtimes": {}, "gpu_source": "auto", "plan_gpus": [],
               "margin_mib": 512, "tolerance_mib": 512, "health_timeout": 1, "health_interval": 1,
               "runtime_probe": False, "runtime_probe_fraction": 0.9, "address": "127.0.0.1",
-              "api_key": None, "docker_host": None}
+              "api_key": None, "secrets": None, "docker_host": None}
     params.update(changes)
     return params
 

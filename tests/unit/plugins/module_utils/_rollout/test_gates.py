@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
+
+import pytest
+
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import gates as _gates
 
 GIB = 1024 ** 3
@@ -67,3 +72,41 @@ def test_memory_gates_want_the_planned_spare_less_the_tolerance():
     assert not _gates.memory_gates(tight, _cards(400), {"GPU-0"}, 512, 512, "boot")[0]["ok"], \
         "never below the margin, whatever the plan says"
     assert _gates.memory_gates(plan_gpus, _cards(9000), set(), 512, 512, "boot") == []
+
+
+def _serving_models(headers_seen):
+    """A /v1/models that answers 200 and records each request's Authorization header."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            headers_seen.append(self.headers.get("Authorization"))
+            body = b'{"data": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("engine, secrets, api_key, sent", [
+    ("vllm", {"alpha": {"VLLM_API_KEY": "sk-seat", "HF_TOKEN": "hf_x"}}, "sk-all", "Bearer sk-seat"),
+    ("vllm", {"beta": {"VLLM_API_KEY": "sk-other"}}, "sk-all", "Bearer sk-all"),
+    ("vllm", None, None, None),
+    ("fixed", {"alpha": {"VLLM_API_KEY": "sk-seat"}}, None, None),
+])
+def test_a_seat_is_asked_with_its_own_api_key(engine, secrets, api_key, sent):
+    seen = []
+    server = _serving_models(seen)
+    try:
+        host = _gates.SeatHost(None, api_key=api_key, secrets=secrets)
+        seat = {"name": "alpha", "engine": engine, "port": server.server_address[1]}
+        status, _body = host.client(seat).call_json("GET", "/v1/models")
+    finally:
+        server.shutdown()
+    assert status == 200 and seen == [sent]
