@@ -15,9 +15,10 @@ from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import ope
 def ladder_rungs(plan, seat, knob, step, high=None, published=None):
     """``{"values": [...], "results": {}}``: the grid from what the seat runs now to ``high``
     (else the arithmetic's upper bound)."""
-    low = ladder.current_value(plan, seat, knob)
-    return {"values": ladder.rungs(low, int(high) if high else ladder.upper_bound(plan, seat, knob, published),
-                                   int(step))}
+    ladder.planned_seat(plan, seat, knob)  # a seat without this knob is refused before it is read
+    high, step = ladder.whole_number(high or 0, "ladder_high", 0), ladder.whole_number(step, "ladder_step", 1)
+    return {"values": ladder.rungs(ladder.current_value(plan, seat, knob),
+                                   high or ladder.upper_bound(plan, seat, knob, published), step)}
 
 
 def ladder_next(values, results):
@@ -28,6 +29,7 @@ def ladder_next(values, results):
 class FilterModule:
     def filters(self):
         return {
+            "ladder_problems": operator_errors(ladder.options_problems, ladder.LadderError),
             "ladder_rungs": operator_errors(ladder_rungs, ladder.LadderError),
             "ladder_next": operator_errors(ladder_next, ladder.LadderError),
             "ladder_seats": operator_errors(ladder.with_knob, ladder.LadderError),

@@ -28,6 +28,12 @@ from __future__ import annotations
 KNOBS = ("max_model_len", "max_num_seqs", "kv_cache_memory_bytes", "host_pool_mib")
 # The knobs of one engine only.
 RADIANCE_KNOBS = ("host_pool_mib",)
+# The knobs each engine's seats have: a fixed tenant is its cap, with nothing to climb.
+ENGINE_KNOBS = {"vllm": tuple(k for k in KNOBS if k not in RADIANCE_KNOBS), "radiance": RADIANCE_KNOBS,
+                "fixed": ()}
+# The most rungs a ladder lays out (it tries about log2 of them): a step of 1 up to 10**15 would
+# build a list the controller cannot hold.
+MAX_RUNGS = 10000
 
 # A failed gate -> the kind of failure a rung reports, in the order they are told apart.
 _FAILURE_KINDS = (
@@ -55,9 +61,12 @@ def _positive(value, name):
 def rungs(low, high, step):
     """The values a ladder may try: ``low`` (what runs now), then ``low + k * step`` up to
     ``high``, and ``high`` itself when the step does not land on it."""
-    low, high, step = _positive(low, "ladder low"), _positive(high, "ladder high"), _positive(step, "ladder_step")
+    low, high, step = _positive(low, "ladder low"), _positive(high, "ladder_high"), _positive(step, "ladder_step")
     if high < low:
-        raise LadderError("ladder high: expected at least what the seat runs now (%d), got %d" % (low, high))
+        raise LadderError("ladder_high: expected at least what the seat runs now (%d), got %d" % (low, high))
+    if (high - low) // step + 1 > MAX_RUNGS:
+        raise LadderError("ladder_step: expected a step that makes at most %d rungs from %d to %d, got %d"
+                          % (MAX_RUNGS, low, high, step))
     values = list(range(low, high + 1, step))
     if values[-1] != high:
         values.append(high)
@@ -70,15 +79,7 @@ def upper_bound(plan, seat, knob, published=None):
     (a budget the plan sizes grows with the context);
     for ``max_num_seqs`` the contexts of ``max_model_len`` the KV holds; for
     ``kv_cache_memory_bytes`` the budget plus the smallest spare at plateau of its GPUs."""
-    seats = {s["name"]: s for s in (plan or {}).get("seats", [])}
-    if seat not in seats:
-        raise LadderError("seat: expected one of the plan's seats (%s), got %r" % (", ".join(sorted(seats)), seat))
-    planned = seats[seat]
-    engine = planned.get("engine", "vllm")
-    if (knob in RADIANCE_KNOBS) != (engine == "radiance"):
-        raise LadderError("seat %s: ladder_knob %s: expected %s for a %s seat" % (
-            seat, knob, " or ".join(RADIANCE_KNOBS if engine == "radiance"
-                                    else [k for k in KNOBS if k not in RADIANCE_KNOBS]), engine))
+    planned = planned_seat(plan, seat, knob)
     if knob == "host_pool_mib":
         if not planned.get("host_pool_rungs"):
             raise LadderError("seat %s: the pool that funds the seat is unknown: set its target_tokens (or ladder_high)"
@@ -93,6 +94,80 @@ def upper_bound(plan, seat, knob, published=None):
         return max(1, planned["kv_cache_tokens"] // planned["max_model_len"])
     spare = min(gpu["spare_mib"] for gpu in plan["gpus"] if gpu["uuid"] in planned["gpus"])
     return planned["kv_cache_memory_bytes"] + max(spare, 0) * 2 ** 20
+
+
+def planned_seat(plan, seat, knob):
+    """The plan's seat ``seat``, refused when the plan has none of that name or its engine has
+    no such knob."""
+    seats = {s["name"]: s for s in (plan or {}).get("seats", [])}
+    if seat not in seats:
+        raise LadderError("seat: expected one of the plan's seats (%s), got %r" % (", ".join(sorted(seats)), seat))
+    problem = knob_problem(seat, seats[seat].get("engine", "vllm"), knob)
+    if problem:
+        raise LadderError(problem)
+    return seats[seat]
+
+
+def whole_number(value, name, minimum):
+    """``value`` (an int, or digits as ``-e`` gives them) as an int of at least ``minimum``."""
+    number = _whole_number(value, minimum)
+    if number is None:
+        raise LadderError("%s: expected a whole number of at least %d in the knob's unit, got %r"
+                          % (name, minimum, value))
+    return number
+
+
+def knob_problem(seat, engine, knob):
+    """Why ``knob`` cannot be laddered on a seat of ``engine`` (None when it can)."""
+    fits = ENGINE_KNOBS.get(engine, ())
+    if not fits:
+        return "seat %s: ladder_knob: a %s seat has no knob to ladder (its memory is its cap)" % (seat, engine)
+    if knob not in fits:
+        return "seat %s: ladder_knob: expected %s for a %s seat, got %r" % (seat, " or ".join(fits), engine, knob)
+    return None
+
+
+def _whole_number(value, minimum):
+    """``value`` as an int when it is one written as digits (``-e`` gives text), else None."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return value
+    return None
+
+
+def options_problems(seat, seats_by_host, knob, step, high, report_dir, target="gpu_hosts"):
+    """Every problem of a ladder's own variables (``-e seat=... ladder_knob=... ladder_step=...
+    ladder_high=... llmfleet_report_dir=...``) against the seats of the play's hosts
+    (``{host: llmfleet_seats}``), as a list; empty when the ladder can start."""
+    problems = []
+    engines = {}
+    for seats in (seats_by_host or {}).values():
+        for entry in seats if isinstance(seats, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                engines.setdefault(entry["name"], entry.get("engine"))
+    if seat not in engines:
+        problems.append("seat: expected the name of a seat of %s (%s), got %r"
+                        % (target, ", ".join(engines) or "none", seat))
+    elif knob not in KNOBS:
+        problems.append("ladder_knob: expected one of %s, got %r" % (", ".join(KNOBS), knob))
+    else:
+        problem = knob_problem(seat, engines[seat], knob)
+        if problem:
+            problems.append(problem)
+    whole_step, whole_high = _whole_number(step, 1), _whole_number(high, 0)
+    if whole_step is None:
+        problems.append("ladder_step: expected a positive whole number in the knob's unit, got %r" % (step,))
+    if whole_high is None:
+        problems.append("ladder_high: expected a whole number in the knob's unit (0: the arithmetic's upper "
+                        "end), got %r" % (high,))
+    elif whole_step is not None and whole_high // whole_step + 1 > MAX_RUNGS:
+        problems.append("ladder_step: expected a step that makes at most %d rungs up to ladder_high %d, got %d"
+                        % (MAX_RUNGS, whole_high, whole_step))
+    if not isinstance(report_dir, str) or not report_dir.strip():
+        problems.append("llmfleet_report_dir: expected a directory on the controller for ladder.json, got %r"
+                        % (report_dir,))
+    return problems
 
 
 def current_value(plan, seat, knob):

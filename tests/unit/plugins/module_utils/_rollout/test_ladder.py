@@ -27,7 +27,7 @@ def test_the_grid_runs_from_what_fits_now_to_the_upper_end_on_the_step():
     assert ladder.rungs(16384, 40960, 4096) == [16384, 20480, 24576, 28672, 32768, 36864, 40960]
     assert ladder.rungs(16384, 30000, 8192) == [16384, 24576, 30000]
     assert ladder.rungs(4096, 4096, 4096) == [4096]
-    with pytest.raises(ladder.LadderError, match="ladder high: expected at least what the seat runs now"):
+    with pytest.raises(ladder.LadderError, match="ladder_high: expected at least what the seat runs now"):
         ladder.rungs(32768, 16384, 4096)
     with pytest.raises(ladder.LadderError, match="ladder_step: expected a positive integer"):
         ladder.rungs(1, 2, 0)
@@ -105,9 +105,43 @@ def test_a_radiance_seats_pool_ladder_moves_the_ttm_variables_with_the_pool():
     plan = {"seats": [{"name": "archon", "engine": "radiance", "host_pool_mib": 30720,
                        "host_pool_rungs": [{"host_pool_mib": 30720}, {"host_pool_mib": 31744}]}], "gpus": []}
     assert ladder.upper_bound(plan, "archon", "host_pool_mib") == 31744
-    with pytest.raises(ladder.LadderError, match="ladder_knob max_model_len: expected host_pool_mib for a radiance"):
+    with pytest.raises(ladder.LadderError, match="ladder_knob: expected host_pool_mib for a radiance seat, got .max_model_len."):
         ladder.upper_bound(plan, "archon", "max_model_len")
     seat = {"name": "archon", "host_pool_mib": 30720, "tensor_parallel_size": 2, "ttm_min_mib": 68000,
             "ttm_target_mib": 70000}
     rung = ladder.with_knob([seat], "archon", "host_pool_mib", 32768)[0]
     assert (rung["host_pool_mib"], rung["ttm_min_mib"], rung["ttm_target_mib"]) == (32768, 72096, 74096)
+
+
+SEATS = {"twin1": [{"name": "alpha", "engine": "vllm"}, {"name": "asr", "engine": "fixed"}],
+         "twin2": [{"name": "rad", "engine": "radiance"}], "twin3": None}
+
+
+def test_the_ladders_own_variables_are_checked_all_at_once_by_their_names():
+    assert ladder.options_problems("alpha", SEATS, "max_model_len", "4096", "0", "/tmp/r") == []
+    assert ladder.options_problems("rad", SEATS, "host_pool_mib", 1024, 0, "/tmp/r") == []
+    assert ladder.options_problems("asr", SEATS, "max_model_len", "1e3", "1e6", "") == [
+        "seat asr: ladder_knob: a fixed seat has no knob to ladder (its memory is its cap)",
+        "ladder_step: expected a positive whole number in the knob's unit, got '1e3'",
+        "ladder_high: expected a whole number in the knob's unit (0: the arithmetic's upper end), got '1e6'",
+        "llmfleet_report_dir: expected a directory on the controller for ladder.json, got ''"]
+    assert ladder.options_problems("rad", SEATS, "max_num_seqs", 1, 0, "/r") == [
+        "seat rad: ladder_knob: expected host_pool_mib for a radiance seat, got 'max_num_seqs'"]
+    assert ladder.options_problems("alpha", SEATS, "host_pool_mib", 1, 0, "/r") == [
+        "seat alpha: ladder_knob: expected max_model_len or max_num_seqs or kv_cache_memory_bytes for a vllm "
+        "seat, got 'host_pool_mib'"]
+    assert ladder.options_problems("nope", SEATS, "max_model_len", 1, 0, "/r", "twin1") == [
+        "seat: expected the name of a seat of twin1 (alpha, asr, rad), got 'nope'"]
+    assert ladder.options_problems("alpha", SEATS, "max_model_len", 1, 10 ** 15, "/r") == [
+        "ladder_step: expected a step that makes at most 10000 rungs up to ladder_high 1000000000000000, got 1"]
+
+
+def test_a_seat_without_the_knob_and_a_grid_too_large_are_refused_before_they_are_built():
+    plan = {"seats": [{"name": "asr", "engine": "fixed"}, {"name": "alpha", "engine": "vllm"}]}
+    with pytest.raises(ladder.LadderError, match="seat asr: ladder_knob: a fixed seat has no knob"):
+        ladder.planned_seat(plan, "asr", "max_model_len")
+    with pytest.raises(ladder.LadderError, match="ladder_step: expected a step that makes at most 10000 rungs"):
+        ladder.rungs(1, 10 ** 15, 1)
+    with pytest.raises(ladder.LadderError, match="ladder_high: expected a whole number of at least 0"):
+        ladder.whole_number("1e6", "ladder_high", 0)
+    assert ladder.whole_number(" 4096 ", "ladder_step", 1) == 4096
