@@ -375,6 +375,10 @@ def report_markdown(report):
             section.get("started", ""), section.get("finished", "")))
     for host, section in sorted(report["hosts"].items()):
         lines += ["", "# %s: %s" % (host, section["status"])]
+        interrupted = section.get("interrupted") or {}
+        if interrupted.get("seats"):
+            lines += ["", "Finishing an interrupted window (run %s): %s" % (
+                interrupted["run_id"], ", ".join(interrupted["seats"]))]
         if section.get("error"):
             lines += ["", "Failed: %s" % section["error"]]
         if section.get("plan"):
