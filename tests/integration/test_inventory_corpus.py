@@ -125,6 +125,31 @@ PLAN_FLAGS = [["--max-model-len", "131072"], ["--kv-cache-memory-bytes=60G"], ["
               ["--num-gpu-blocks-override", "10"], ["--kv-cache-dtype", "fp8"],
               ["--enable-auto-tool-choice"], ["--default-chat-template-kwargs={}"], ["--model", "x"]]
 
+def model_config(content):
+    """Seat 0's model config as ``content`` (bytes), in the case's files."""
+    def edit(host_vars, files):
+        files["config.json"] = lambda name: content
+        host_vars["llmfleet_seats"][0]["model_config"] = "{{ inventory_dir }}/files/{{ inventory_hostname }}/config.json"
+    return edit
+
+
+RADIANCE_PROFILE = json.loads((REPO_ROOT / "tests" / "integration" / "fleets" / "twin-radiance" / "models"
+                               / "radiance-moe" / "radiance.json").read_text())
+RADIANCE_SEAT = {"name": "moe", "engine": "radiance", "model": "/srv/models/radiance-moe",
+                 "model_profile": "{{ inventory_dir }}/files/{{ inventory_hostname }}/profile.json",
+                 "image": "llmfleet/radiance:1.8.1", "port": 8201, "gpu": [1], "max_num_seqs": 4,
+                 "max_model_len": 65536, "host_pool_mib": 30720, "ttm_min_mib": 68000, "ttm_target_mib": 70000}
+
+
+def radiance(profile=None, **fields):
+    """The base host with a radiance seat on GPU 1 instead of beta (``profile``: its model
+    profile, a dict or bytes; ``fields``: the seat's own)."""
+    def edit(host_vars, files):
+        files["profile.json"] = lambda name: RADIANCE_PROFILE if profile is None else profile
+        host_vars["llmfleet_seats"][1] = dict(RADIANCE_SEAT, **fields)
+    return edit
+
+
 CASES = [
     # names: whole-string grammars, no control characters
     *[("seat name %r" % name, seat(0, name=name), "llmfleet_seats[0].name: expected lowercase letters")
@@ -266,6 +291,68 @@ CASES = [
     ("boot margin negative", host(seat_plan_boot_margin_mib=-1), "seat_plan_boot_margin_mib: expected an integer from 0 up"),
     ("boot margin above a card", host(seat_plan_boot_margin_mib=100000), "seat_plan_boot_margin_mib: expected less than the smallest GPU (81559 MiB)"),
     ("kv factor zero", host(llmfleet_kv_factor=0), "llmfleet_kv_factor: expected a finite number > 0"),
+    ("a secret under a misspelt field and a plain name", seat(0, secret_enviroment={"HF": TOKEN}),
+     "llmfleet_seats[0].secret_enviroment: expected a known field for a vllm seat (typo?), got <secret>"),
+    ("a token under a misspelt plain field", seat(0, enviroment={"HF": TOKEN}),
+     "llmfleet_seats[0].enviroment: expected a known field for a vllm seat (typo?), got {'HF': '<secret>'}"),
+    ("a token in a misspelt list field", seat(0, extra_env=[TOKEN]), "llmfleet_seats[0].extra_env: expected a known field"),
+    ("an empty secret", seat(0, secret_environment={"HF_TOKEN": ""}),
+     "llmfleet_seats[0].secret_environment.HF_TOKEN: expected a secret's value (it is empty"),
+    ("an empty token-named variable", seat(0, environment={"HF_TOKEN": " "}), "environment.HF_TOKEN: expected a secret's value"),
+    ("a value over 128 KiB", seat(0, environment={"PROMPT": "x" * (128 * 1024 + 1)}),
+     "llmfleet_seats[0].environment.PROMPT: expected a value of at most 131072 bytes"),
+    ("an extra arg over 128 KiB", seat(0, extra_args=["--chat-template", "x" * (128 * 1024 + 1)]),
+     "llmfleet_seats[0].extra_args: expected items of at most 131072 bytes"),
+    ("a command over 128 KiB", seat(2, command=["serve", "x" * (128 * 1024 + 1)]),
+     "llmfleet_seats[2].command: expected items of at most 131072 bytes"),
+    # a seat's API key: a secret the gates use, never on the command line
+    *[("the API key as %s" % " ".join(args).replace(TOKEN, "KEY"), seat(0, extra_args=args),
+       "llmfleet_seats[0].extra_args: expected no secret on the command line (--api-key)")
+      for args in (["--api-key", TOKEN], ["--api-key=" + TOKEN], ["--api_key", TOKEN], ["--api-k", TOKEN])],
+    ("a token flag on the command line", seat(0, extra_args=["--hf-token", TOKEN]), "expected no secret on the command line (--hf-token)"),
+    *[("api_key %r" % (value,), seat(0, api_key=value), "llmfleet_seats[0].api_key: expected the seat's API key")
+      for value in ("", "two " + TOKEN, TOKEN + "'", 5, {"vault": TOKEN})],
+    ("api_key and VLLM_API_KEY both", seat(0, api_key=TOKEN, secret_environment={"VLLM_API_KEY": TOKEN}),
+     "llmfleet_seats[0].secret_environment.VLLM_API_KEY: expected one value (it is in environment and secret_environment, "
+     "or is the api_key's), got <secret>"),
+    ("api_key on a fixed seat", seat(2, api_key=TOKEN), "llmfleet_seats[2].api_key: expected a known field for a fixed seat (typo?), got <secret>"),
+    # extra args that would override the plan through another door, or that vLLM refuses at boot
+    *[("extra_args %s" % " ".join(args), seat(0, extra_args=args), "llmfleet_seats[0].extra_args: expected flags that cannot "
+       "override the plan (%s" % flag)
+      for args, flag in ((["--config", "/srv/vllm.yaml"], "--config"), (["--config=/srv/vllm.yaml"], "--config"),
+                         (["--hf-overrides", '{"max_position_embeddings": 1048576}'], "--hf-overrides"),
+                         (["--hf-overrides.max_position_embeddings", "1048576"], "--hf-overrides"),
+                         (["--hf_overrides={}"], "--hf-overrides"), (["--generation-config", "/srv/gen"], "--generation-config"),
+                         (["--generation", "vllm"], "--generation-config"), (["--hf-config-path", "/x"], "--hf-config-path"),
+                         (["--speculative-config", "{}"], "--speculative-config"),
+                         (["-dcp", "2"], "--decode-context-parallel-size"))],
+    ("extra_args a dotted plan flag", seat(0, extra_args=["--max-model-len.x", "1"]), "expected flags the plan does not set (--max-model-len"),
+    ("extra_args an uppercase flag", seat(0, extra_args=["--Max-Model-Len", "1"]),
+     "llmfleet_seats[0].extra_args: expected a flag in lowercase words"),
+    ("extra_args a long flag with one dash", seat(0, extra_args=["-max-model-len", "1"]),
+     "llmfleet_seats[0].extra_args: expected a short flag such as -q, or --max-model-len with two dashes"),
+    ("extra_args a typographic dash", seat(0, extra_args=["\u2014max-model-len", "1"]),
+     "llmfleet_seats[0].extra_args: expected an argument starting with '--', or a value (a typographic dash"),
+    ("extra_args a leading space", seat(0, extra_args=[" --enforce-eager"]), "expected an argument starting with '--', or a value"),
+    # what the controller reads is bounded: a device, a huge or a deep file is refused by its bound
+    ("a model config that is a device", seat(0, model_config="/dev/zero"), "/dev/zero: expected a regular file"),
+    ("a model config of 17 MiB", model_config(b" " * (17 * 1024 * 1024)), "larger than 16 MiB, the most it reads"),
+    ("a model config nested deep", model_config(b"[" * 100000 + b"]" * 100000), "nested deeper than 64 levels"),
+    ("a plateau nested deep", plateau(lambda name: b'{"a": ' * 50000 + b"1" + b"}" * 50000), "nested deeper than 64 levels"),
+    ("a plateau that is a device", host(llmfleet_plateau_snapshot="/dev/zero"), "expected a regular file"),
+    ("a radiance host pool of 10**18 MiB", radiance(host_pool_mib=10 ** 18),
+     "seat moe: llmfleet_seats[1].host_pool_mib: expected an integer from 1 to 67108864"),
+    ("a radiance max_num_seqs of a million", radiance(max_num_seqs=10 ** 6), "llmfleet_seats[1].max_num_seqs: expected an integer from 1 to 65536"),
+    ("a radiance plane given in bytes", radiance(profile=dict(RADIANCE_PROFILE, plane_mib=23 * 1024 ** 3)),
+     "plane_mib: expected an integer from 0 to 67108864, got 24696061952"),
+    ("a radiance profile that is a device", radiance(model_profile="/dev/zero"), "expected a regular file"),
+    ("a radiance profile nested deep", radiance(profile=b"[" * 100000 + b"]" * 100000), "nested deeper than 64 levels"),
+    ("a radiance ladder of a million rungs", radiance(host_pool_mib=1, target_tokens=10 ** 12,
+                                                      profile=dict(RADIANCE_PROFILE, plane_mib=60 * 1024 ** 2)),
+     "host_pool_mib: expected a pool within 4096 rungs of 1024 MiB of holding the plane"),
+    ("kv factor above its range", host(llmfleet_kv_factor=10 ** 6), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024"),
+    ("kv factor nan", host(llmfleet_kv_factor=float("nan")), "llmfleet_kv_factor: expected a finite number"),
+    ("a seat's kv_factor above its range", seat(0, kv_factor=1e300), "llmfleet_seats[0].kv_factor: expected a finite number > 0 and <= 1024"),
     ("kv factor infinite", host(llmfleet_kv_factor=float("inf")), "llmfleet_kv_factor"),
     ("kv rounding a word", host(llmfleet_kv_round_to="half"), "llmfleet_kv_round_to: cannot read 'half'"),
     ("kv rounding bare", host(llmfleet_kv_round_to=1), "llmfleet_kv_round_to: expected at least 1 MiB"),
@@ -368,6 +455,14 @@ def _first_failure(report: dict) -> dict:
     return failures
 
 
+    # image references matched whole against docker's grammar
+    *[("image %s" % label, seat(0, image=image), "llmfleet_seats[0].image: expected an image reference [REGISTRY/]NAME[:TAG]")
+      for label, image in (("an uppercase digest", "vllm/vllm-openai@sha256:" + "A" * 64),
+                           ("a digest of 63 digits", "vllm/vllm-openai@sha256:" + "a" * 63),
+                           ("an image ID of 65 digits", "sha256:" + "b" * 65),
+                           ("two tags", "vllm/vllm-openai:v0.33.0:extra"),
+                           ("an uppercase name", "vLLM/vllm-openai:v0.33.0"),
+                           ("a tag of 129 characters", "vllm/vllm-openai:v" + "0" * 128))],
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory):
     """(host of each case, output dir, listener, host -> refusal) after one plan run."""

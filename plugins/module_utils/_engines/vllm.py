@@ -20,7 +20,8 @@ import math
 import os
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import REDACTED, SECRET_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import without_text
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, SECRET_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
@@ -233,10 +234,10 @@ def normalize(check, where, raw, seat, defaults):
 def _extra_args(check, where, args):
     """The seat's extra_args, each checked by extra_arg_problem; a refusal names the flag, never
     a value (the one after --api-key is a key)."""
-    if not isinstance(args, list):
-        check.fail(where, "extra_args", "a list of arguments", REDACTED)
+    if not isinstance(args, list) or not all(isinstance(arg, str) and arg and not CONTROL_RE.search(arg) for arg in args):
+        check.fail(where, "extra_args", "a list of non-empty strings without control characters", without_text(args))
         return None
-    problems = [extra_arg_problem(arg) if isinstance(arg, str) else None for arg in args]
+    problems = [extra_arg_problem(arg) for arg in args]
     for problem in filter(None, problems):
         check.fail(where, "extra_args", problem[1], problem[0])
     if any(problems):

@@ -55,11 +55,14 @@ RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
 RESTARTS_CLEAN_EXIT = ("always", "unless-stopped")
 _DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}\Z|\Asha256:[0-9a-f]{64}\Z")
 # docker's reference grammar, whole: [registry[:port]/]path[:tag][@sha256:64 lowercase hex], or a
-# local image ID. A second tag, an uppercase or short digest never reaches a pull.
+# local image ID. A second tag, an uppercase or short digest never reaches a pull. A registry is
+# a first component with a '.' or a port, or localhost (else it is a lowercase path component).
+_REGISTRY_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REFERENCE_RE = re.compile(
-    r"\A(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-    r"(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|sha256:[0-9a-f]{64})\Z")
+    r"\A(?:(?!sha256:)(?:(?:(?:localhost|{label}(?:\.{label})+)(?::[0-9]+)?|{label}:[0-9]+)/)?"
+    r"{path}(?:/{path})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?"
+    r"|sha256:[0-9a-f]{{64}})\Z".format(label=_REGISTRY_LABEL, path=_PATH_COMPONENT))
 _IMAGE_EXPECTED = ("an image reference [REGISTRY/]NAME[:TAG][@sha256:DIGEST] (one tag; a digest of 64 lowercase "
                    "hex digits) or a local image ID sha256:DIGEST, such as vllm/vllm-openai:v0.33.0")
 # Each grammar matches the whole string: what passes can be a file line, a path, a label or an

@@ -3,6 +3,8 @@ log's KV line after it, each against the plan's numbers."""
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import vllm
 
@@ -63,3 +65,36 @@ def test_models_gate_wants_every_name_with_the_planned_length():
     short = vllm.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 8192}]})
     assert not short["ok"] and "voices (8192)" in short["detail"]
     assert not vllm.models_gate(SEAT, None)["ok"]
+
+
+@pytest.mark.parametrize("arg, flag, why", [
+    ("--config", "--config", "flags that cannot override the plan (--config"),
+    ("--config=/srv/vllm.yaml", "--config", "flags that cannot override the plan (--config"),
+    ("--hf-overrides.max_position_embeddings", "--hf-overrides", "cannot override the plan"),
+    ("--hf_overrides={}", "--hf-overrides", "cannot override the plan"),
+    ("--generation", "--generation-config", "cannot override the plan"),
+    ("-dcp", "--decode-context-parallel-size", "cannot override the plan"),
+    ("--max_model_len", "--max-model-len", "flags the plan does not set"),
+    ("--max-model-len=", "--max-model-len", "flags the plan does not set"),
+    ("--max-model", "--max-model-len", "flags the plan does not set"),
+    ("--max-model-len.x", "--max-model-len", "flags the plan does not set"),
+    ("-tp=2", "-tp", "flags the plan does not set"),
+    ("--api-key=sk-never-shown", "--api-key", "no secret on the command line"),
+    ("--api_key", "--api-key", "no secret on the command line"),
+    ("--hf-token", "--hf-token", "no secret on the command line"),
+    ("--upstream-secret=x", "--upstream-secret", "no secret on the command line"),
+    ("--Max-Model-Len", "--Max-Model-Len", "a flag in lowercase words"),
+    ("-max-model-len", "-max-model-len", "with two dashes"),
+    ("\u2014max-model-len", "\u2014", "a typographic dash"),
+    (" --enforce-eager", " ", "a typographic dash or a space"),
+])
+def test_an_extra_arg_that_overrides_or_breaks_the_plan_is_refused_naming_its_flag(arg, flag, why):
+    problem = vllm.extra_arg_problem(arg)
+    assert problem is not None and problem[0] == flag and why in problem[1], problem
+    assert "sk-never-shown" not in repr(problem)
+
+
+@pytest.mark.parametrize("arg", ["--enable-prefix-caching", "--config-format", "--model-impl", "--ssl-keyfile",
+                                 "--compilation-config.level", "-O3", "-q", "-1", "0.5", "hermes", "--max-log-len=10"])
+def test_flags_and_values_the_plan_does_not_own_pass(arg):
+    assert vllm.extra_arg_problem(arg) is None
