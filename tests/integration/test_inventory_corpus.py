@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -76,6 +77,21 @@ def both(*edits):
     def edit(host_vars, files):
         for one in edits:
             one(host_vars, files)
+    return edit
+
+
+def unset(*variables):
+    def edit(host_vars, files):
+        for variable in variables:
+            host_vars.pop(variable, None)
+    return edit
+
+
+def renamed(suffix):
+    """The case's host named ``c<number>`` and ``suffix`` (its variables inline in hosts.yml)."""
+    def edit(host_vars, files):
+        pass
+    edit.host_suffix = suffix
     return edit
 
 
@@ -156,10 +172,30 @@ CASES = [
       for name in BAD_NAMES],
     ("seat name a number", seat(0, name=12), "llmfleet_seats[0].name: expected lowercase"),
     ("seat name missing", seat(0, name=DELETE), "llmfleet_seats[0].name: expected lowercase"),
-    ("two seats of one name", seat(1, name="alpha"), "name 'alpha' is used by llmfleet_seats[0] and llmfleet_seats[1]"),
-    ("two seats on one port", seat(1, port=8101), "port 8101 is used by llmfleet_seats[0] and llmfleet_seats[1]"),
+    ("two seats of one name", seat(1, name="alpha"),
+     "name 'alpha' is used by seat alpha (llmfleet_seats[0]) and seat alpha (llmfleet_seats[1])"),
+    ("two seats on one port", seat(1, port=8101),
+     "port 8101 is used by seat alpha (llmfleet_seats[0]) and seat beta (llmfleet_seats[1])"),
     ("two seats in one container", both(seat(0, container_name="c1"), seat(1, container_name="c1")),
      "container_name 'c1' is used by"),
+    # host variables of the collection's prefixes: a typo is refused with the nearest name
+    *[("host variable %s" % typo, host(**{typo: value}),
+       "%s: unknown variable of llmfleet.seats (did you mean %s?)" % (typo, known))
+      for typo, known, value in (("llmfleet_kv_facter", "llmfleet_kv_factor", 2),
+                                 ("llmfleet_gpu_profle", "llmfleet_gpu_profile", "l40s"),
+                                 ("seat_rebalance_health_timout", "seat_rebalance_health_timeout", 60),
+                                 ("seat_plan_min_spare", "seat_plan_min_spare_mib", 1024))],
+    ("a host variable nothing reads", host(llmfleet_team_owner="ml"),
+     "llmfleet_team_owner: unknown variable of llmfleet.seats (no variable of llmfleet.seats has this name)"),
+    ("a variable typo and a seat's problem, at once", both(host(llmfleet_kv_facter=2), seat(0, port=0)),
+     "2 problem(s) in the inventory"),
+    ("no llmfleet_gpus", unset("llmfleet_gpus"), "llmfleet_gpus: expected a non-empty list of GPUs"),
+    ("no llmfleet_seats", unset("llmfleet_seats"), "llmfleet_seats: expected a list of seats, at least one"),
+    ("llmfleet_seats empty", host(llmfleet_seats=[]), "llmfleet_seats: expected a list of seats, at least one"),
+    # the host's name is written into every seat file: one grammar, refused in the plan
+    *[("host name c<n>%r" % suffix, renamed(suffix), "inventory host name: expected a host name of letters, digits")
+      for suffix in ("\nExecStartPre=/bin/touch /tmp/pwned", "\ninjected: {privileged: true}", "\r", " x", ";id",
+                     "$(id)")],
     ("unknown engine", seat(0, engine="sglang"), "seat alpha: llmfleet_seats[0].engine: expected 'vllm' or 'fixed'"),
     ("engine missing", seat(0, engine=DELETE), "llmfleet_seats[0].engine: expected"),
     ("a typo in a field", seat(0, max_model_length=1024), "llmfleet_seats[0].max_model_length: expected a known field"),
@@ -422,7 +458,9 @@ CASES = [
 ]
 
 
-def _write_case(inventory: Path, name: str, edit, port: int) -> None:
+def _write_case(inventory: Path, name: str, edit, port: int) -> dict:
+    """The case's files; its variables in host_vars/, or returned to be written inline when its
+    name is not one a file may have."""
     host_vars = copy.deepcopy(BASE)
     files = {"cards.json": snapshot_doc}
     edit(host_vars, files)
@@ -434,7 +472,13 @@ def _write_case(inventory: Path, name: str, edit, port: int) -> None:
     host_vars.setdefault("seat_plan_cards_snapshot", str(case_dir / "cards.json"))
     host_vars.update({"ansible_host": "127.0.0.1", "ansible_port": port, "ansible_connection": "ssh",
                       "ansible_user": "nobody"})
+    if not _PLAIN_NAME.match(name):
+        return host_vars
     (inventory / "host_vars" / ("%s.yml" % name)).write_text(yaml.safe_dump(host_vars, sort_keys=False))
+    return None
+
+
+_PLAIN_NAME = re.compile(r"\Ac[0-9]{3}\Z")
 
 
 def _first_failure(report: dict) -> dict:
@@ -471,13 +515,14 @@ def refusals(tmp_path_factory):
     (inventory / "host_vars").mkdir(parents=True)
     shutil.copytree(MODELS, inventory / "models")
     listener = Listener()
-    names = {}
+    names, inline = {}, {}
     for number, (label, edit, _expected) in enumerate([("valid", host(), None)] + CASES):
-        names[label] = "c%03d" % number
-        _write_case(inventory, names[label], edit, listener.port)
-    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {n: None for n in names.values()}}}))
+        names[label] = "c%03d" % number + getattr(edit, "host_suffix", "")
+        inline[names[label]] = _write_case(inventory, names[label], edit, listener.port)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": inline}}))
     try:
-        proc = run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/plan.yml", "-f", "8",
+        # the hosts file, not the folder: its models/ is not inventory (docs/inventory.md)
+        proc = run_ansible(["ansible-playbook", "-i", str(inventory / "hosts.yml"), "playbooks/plan.yml", "-f", "8",
                             "-e", "llmfleet_report_dir=%s" % output],
                            extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}, timeout=900)
     finally:
@@ -505,7 +550,7 @@ def test_each_malformed_input_is_refused_naming_host_and_field(refusals, label, 
     name = refusals["names"][label]
     message = refusals["failures"].get(name)
     assert message is not None, "%s (%s) was accepted" % (label, name)
-    assert "host %s" % name in message, message
+    assert "host %s" % (name if _PLAIN_NAME.match(name) else repr(name)) in message, message
     assert expected in message, message
     assert "Traceback" not in message and "unexpected" not in message, message
     assert not list(refusals["output"].glob("%s*" % name)), "a refused run wrote the plan of %s" % name

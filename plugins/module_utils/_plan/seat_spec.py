@@ -405,7 +405,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
     norm_gpus = _gpus(check, gpus)
     check.number("llmfleet_kv_factor", None, kv_factor, maximum=KV_FACTOR_MAX)
     if not isinstance(seats, list) or not seats:
-        check.problem("llmfleet_seats", "expected a non-empty list of seats (a seat no longer wanted is "
+        check.problem("llmfleet_seats", "expected a list of seats, at least one (a seat no longer wanted is "
                       "listed in llmfleet_retire, a host with none left is not a GPU host of the play)", seats)
         seats = seats if isinstance(seats, list) else []
     placed = []

@@ -122,8 +122,8 @@ def test_gpu_list_problems_name_the_entry_and_field():
 
 
 def test_a_host_without_a_seat_list_is_refused():
-    assert "host fv-ml1: llmfleet_seats: expected a non-empty list of seats" in problems("x")
-    assert "host fv-ml1: llmfleet_seats: expected a non-empty list of seats" in problems([])
+    assert "host fv-ml1: llmfleet_seats: expected a list of seats, at least one" in problems("x")
+    assert "host fv-ml1: llmfleet_seats: expected a list of seats, at least one" in problems([])
 
 
 def test_seat_secrets_of_one_seat_or_of_every_seat():

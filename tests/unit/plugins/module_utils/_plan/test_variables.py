@@ -58,5 +58,5 @@ def test_a_host_name_outside_its_grammar_is_refused_on_one_line():
 
 def test_an_empty_seat_list_is_refused_in_the_plan():
     assert problems(seats=[]) == [
-        "host gpu1: llmfleet_seats: expected a non-empty list of seats (a seat no longer wanted is listed in "
+        "host gpu1: llmfleet_seats: expected a list of seats, at least one (a seat no longer wanted is listed in "
         "llmfleet_retire, a host with none left is not a GPU host of the play), got []"]
