@@ -12,28 +12,40 @@ snapshot once every seat has run a day, and a note for everything it could not w
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.host_vars_file import Template, dump
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
     build_snapshot,
     dump_snapshot,
     utc_timestamp,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    HOST_NAME_EXPECTED,
+    HOST_NAME_RE,
+    SEAT_NAME_RE,
+    SECRET_NAME_RE,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields, server_args
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import GPU_PROFILES
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
 
 PLATEAU_SECONDS = 24 * 3600  # "headroom at plateau": a day after boot
-# Ansible would template these when it reads the written inventory: text from a host never
-# becomes code on the controller.
+# What Ansible would template, were the text not written !unsafe (host_vars_file): a note says
+# where a host's text holds it.
 _TEMPLATE_RE = re.compile(r"\{\{|\{%|\{#")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _VARIABLE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 # Variables the runtime sets from the seat's GPUs; carried over they would fight it.
 _GPU_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# docker's own networks: not ones a seat joins by name
+_DOCKER_NETWORKS = ("bridge", "host", "none")
 
 
 class AdoptError(ValueError):
@@ -41,8 +53,11 @@ class AdoptError(ValueError):
 
 
 def _seat_name(record, taken):
-    """The compose service's name (else the container's) in the seat grammar, unique."""
-    raw = record.get("compose_service") or record["name"]
+    """The seat's own name when the collection runs it, else the compose service's name (else
+    the container's) in the seat grammar, unique."""
+    managed = record.get("managed_seat")
+    raw = managed if isinstance(managed, str) and SEAT_NAME_RE.match(managed) else \
+        record.get("compose_service") or record["name"]
     name = re.sub(r"[^a-z0-9_-]+", "-", raw.lower()).strip("-_") or "seat"
     if not SEAT_NAME_RE.match(name):
         name = "seat-" + name
@@ -87,7 +102,8 @@ def _with_secrets(seat, record, secrets_note):
         secrets_note("seat %s: a secret whose name is not a variable name (left out)" % seat["name"])
     if secrets:
         stem = seat["name"].replace("-", "_")
-        seat["secret_environment"] = {secret: "{{ vault_%s_%s }}" % (stem, secret.lower()) for secret in secrets}
+        seat["secret_environment"] = {secret: Template("{{ vault_%s_%s }}" % (stem, secret.lower()))
+                                      for secret in secrets}
         secrets_note(", ".join("vault_%s_%s" % (stem, secret.lower()) for secret in secrets))
     return seat
 
@@ -107,46 +123,111 @@ def _common_fields(name, record, gpus):
     return seat
 
 
-def _host_port(record, container_port):
+def _exposure(seat, record, container_port, note):
+    """The seat's port, the address it is published on and the networks it joins, as the
+    container has them: a window never publishes it wider than it was."""
+    name = seat["name"]
     if record.get("network_mode") == "host":
-        return container_port
-    ports = [p["host_port"] for p in record["ports"] if p["container_port"] == container_port]
-    return ports[0] if ports else None
-
-
-def _untemplated(name, seat, note):
-    """The seat without any text Ansible would template, each one dropped with a note."""
-    clean = {}
-    for field, value in seat.items():
-        if isinstance(value, str) and _TEMPLATE_RE.search(value):
-            note("seat %s: %s holds Jinja markers; left out: set it by hand" % (name, field))
-        elif isinstance(value, list) and any(isinstance(v, str) and _TEMPLATE_RE.search(v) for v in value):
-            note("seat %s: %s holds Jinja markers; left out: set it by hand" % (name, field))
-        elif isinstance(value, dict) and any(_TEMPLATE_RE.search(k) or isinstance(v, str) and _TEMPLATE_RE.search(v)
-                                             for k, v in value.items()):
-            kept = {k: v for k, v in value.items()
-                    if not (_TEMPLATE_RE.search(k) or isinstance(v, str) and _TEMPLATE_RE.search(v))}
-            note("seat %s: %s %s hold Jinja markers; left out: set them by hand" % (
-                name, field, ", ".join(sorted(set(value) - set(kept)))))
-            if kept:
-                clean[field] = kept
+        seat["port"], seat["bind_address"] = container_port, "0.0.0.0"
+        note("seat %s: ran on the host's network, reachable on every interface: bind_address 0.0.0.0 keeps it so; "
+             "set the address the gateway comes in on" % name)
+        return
+    bindings = [p for p in record["ports"] if p["container_port"] == container_port]
+    if not bindings:
+        note("seat %s: its port %d is not published on the host; set port" % (name, container_port))
+        return
+    first = bindings[0]
+    seat["port"] = first["host_port"]
+    host_ip = first.get("host_ip")
+    try:
+        seat["bind_address"] = str(ipaddress.ip_address(host_ip or "0.0.0.0"))
+    except ValueError:
+        note("seat %s: published on a host address adopt cannot read; set bind_address" % name)
+    if not host_ip:
+        note("seat %s: published on all interfaces (port %d): bind_address 0.0.0.0 keeps it so; set the "
+             "address the gateway comes in on" % (name, first["host_port"]))
+    if len(bindings) > 1:
+        note("seat %s: port %d is published %d times; only the first, port %d on %s, is kept" % (
+            name, container_port, len(bindings), first["host_port"], seat.get("bind_address", "?")))
+    networks = []
+    own = "%s_" % record["compose_project"] if isinstance(record.get("compose_project"), str) else None
+    for network in record.get("networks") or []:
+        if not isinstance(network, str) or network in _DOCKER_NETWORKS or (own and network == own + "default"):
+            continue  # docker's own, or the one compose makes for every project
+        if not _NETWORK_RE.match(network):
+            note("seat %s: joins a network whose name adopt does not write; left out: set networks" % name)
+        elif own and network.startswith(own):
+            note("seat %s: joins %s, a network of its compose project; left out: its seat joins the networks "
+                 "listed in networks" % (name, network))
         else:
-            clean[field] = value
-    return clean
+            networks.append({"name": network, "external": True})
+    if networks:
+        seat["networks"] = networks
 
 
-def _vllm_seat(host, name, record, gpus, note, files):
-    fields, container_port, utilization, argv_notes = adopted_fields(record["args"])
+def _template_markers(value, where=""):
+    """Where in a value (a field's keys and items, at any depth) a host's text holds a marker
+    Ansible would template."""
+    found, stack = [], [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Template):
+            continue  # adopt's own reference to a vault variable
+        if isinstance(item, str) and _TEMPLATE_RE.search(item):
+            found.append(path)
+        elif isinstance(item, dict):
+            found += ["%s key %s" % (path, key) for key in item if isinstance(key, str) and _TEMPLATE_RE.search(key)]
+            stack.extend((child, "%s.%s" % (path, key)) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, "%s[%d]" % (path, number)) for number, child in enumerate(item))
+    return sorted(found)
+
+
+def _say_template_markers(name, seat, note):
+    """A note for each field whose text holds Jinja markers: it is written !unsafe, so Ansible
+    keeps it as the text the seat ran and never runs it; the operator should still look."""
+    for field, value in seat.items():
+        places = _template_markers(value, field)
+        if places:
+            note("seat %s: %s hold Jinja markers; written !unsafe (kept as text, never templated): check "
+                 "it is what the seat should run" % (name, ", ".join(places)))
+
+
+def _secret_flags(name, args, secrets_note, note):
+    """The command line without the flags that carry a secret (their values adopt_info never
+    returns): ``--api-key`` becomes the seat's ``api_key``, a vault variable's reference; any
+    other is left out with a note. ``(args, api_key or None)``."""
+    kept, api_key, position = [], None, 0
+    stem = name.replace("-", "_")
+    while position < len(args):
+        arg = args[position]
+        flag, has_value, _value = arg.partition("=")
+        position += 1
+        if not arg.startswith("-") or SECRET_NAME_RE.search(flag.lstrip("-")) is None:
+            kept.append(arg)
+            continue
+        if not has_value and position < len(args) and not args[position].startswith("-"):
+            position += 1  # its value
+        if flag == "--api-key":
+            api_key = Template("{{ vault_%s_api_key }}" % stem)
+            secrets_note("vault_%s_api_key (its --api-key)" % stem)
+        else:
+            note("seat %s: %s carries a secret on its command line; left out: give it to the seat as a "
+                 "secret_environment variable" % (name, flag))
+    return kept, api_key
+
+
+def _vllm_seat(host, name, record, gpus, note, files, secrets_note):
+    args, api_key = _secret_flags(name, record["args"], secrets_note, note)
+    fields, container_port, utilization, argv_notes = adopted_fields(args)
     for text in argv_notes:
         note("seat %s: %s" % (name, text))
     seat = _common_fields(name, record, gpus)
     seat["engine"] = "vllm"
     seat.update(fields)
-    port = _host_port(record, container_port)
-    if port is None:
-        note("seat %s: its port %d is not published on the host; set port" % (name, container_port))
-    else:
-        seat["port"] = port
+    if api_key:
+        seat["api_key"] = api_key
+    _exposure(seat, record, container_port, note)
     if "served_model_names" not in fields:
         served = fields.get("model", name)  # vLLM serves the model as it was named
         if not SERVED_NAME_RE.match(served):
@@ -172,8 +253,8 @@ def _vllm_seat(host, name, record, gpus, note, files):
         files[path] = json.dumps(model["model_config"], indent=2, sort_keys=True) + "\n"
         seat["model_config"] = path
     else:
-        note("seat %s: model_config: %s; copy its config.json beside the inventory and name it"
-             % (name, model.get("problem") or "the model was not found"))
+        note("seat %s: model_config: %s; nothing copied: copy its config.json beside the inventory "
+             "and name it" % (name, model.get("problem") or "the model was not found"))
     if model.get("weights_bytes"):
         seat["weights_bytes"] = "%dMiB" % -(-model["weights_bytes"] // MIB)
     else:
@@ -187,17 +268,20 @@ def _vllm_seat(host, name, record, gpus, note, files):
 
 def _runtime(seat, record, is_vllm, note):
     """A seat a systemd unit runs becomes a systemd seat; a policy that would not restart a vLLM
-    server after a worker fault (it exits 0) is said, since the collection's unit restarts it."""
+    server after a worker fault (it exits 0) is said, since the collection's unit restarts it.
+    A seat the collection runs already needs neither said."""
     unit = record.get("systemd_unit")
+    managed = bool(record.get("managed_seat"))
     if isinstance(unit, dict) and isinstance(unit.get("name"), str):
         seat["runtime"] = "systemd"
-        note("seat %s: run by the systemd unit %s now: disable it (systemctl disable --now %s) before the "
-             "first rebalance starts the collection's own, llmfleet-seat-%s.service" % (
-                 seat["name"], unit["name"], unit["name"], seat["name"]))
+        if not managed:
+            note("seat %s: run by the systemd unit %s now: disable it (systemctl disable --now %s) before the "
+                 "first rebalance starts the collection's own, llmfleet-seat-%s.service" % (
+                     seat["name"], unit["name"], unit["name"], seat["name"]))
         policy, kind = unit.get("restart"), "Restart=%s" % unit.get("restart")
     else:
         policy, kind = record.get("restart_policy"), "restart: %s" % record.get("restart_policy")
-    if is_vllm and policy not in ("always", "unless-stopped"):
+    if is_vllm and not managed and policy not in ("always", "unless-stopped"):
         note("seat %s: ran with %s, which never restarts vLLM after a worker fault (its API server exits "
              "0); the collection's seat restarts always" % (seat["name"], kind))
 
@@ -213,8 +297,8 @@ def _fixed_seat(name, record, gpus, held, note):
     else:
         note("seat %s: not a vLLM server and holds no GPU memory now: set memory_cap_bytes" % name)
     if record["ports"]:
-        seat["port"] = record["ports"][0]["host_port"]
         seat["container_port"] = record["ports"][0]["container_port"]
+        _exposure(seat, record, seat["container_port"], note)
     else:
         note("seat %s: publishes no port; set port and container_port" % name)
     return seat
@@ -249,7 +333,9 @@ def _check(host, containers, cards):
             bad = [field for field in ("args", "secret_environment", "gpu_device_ids")
                    if not all(isinstance(item, str) for item in record[field])]
             bad += ["ports"] if not all(isinstance(p, dict) and _is(p.get("container_port"), int)
-                                        and _is(p.get("host_port"), int) for p in record["ports"]) else []
+                                        and _is(p.get("host_port"), int) and isinstance(p.get("host_ip", ""), str)
+                                        for p in record["ports"]) else []
+            bad += ["networks"] if not all(isinstance(n, str) for n in record.get("networks") or []) else []
             bad += ["mounts"] if not all(isinstance(m, dict) and isinstance(m.get("destination"), str)
                                          for m in record["mounts"]) else []
             bad += ["environment"] if not all(isinstance(k, str) and isinstance(v, str)
@@ -262,11 +348,14 @@ def adopted_inventory(host, containers, cards, now=None):
     """``{host_vars, files: {path: text}, notes}`` for ``host`` from adopt_info's
     ``containers`` and a gpu_info reading ``cards``; ``files`` (model configs, a plateau
     snapshot) go beside the host_vars, paths relative to the inventory."""
+    if not isinstance(host, str) or not HOST_NAME_RE.match(host):
+        raise AdoptError("host %r: expected %s (it names the files adopt writes)" % (host, HOST_NAME_EXPECTED))
     _check(host, containers, cards)
     notes, files, seats, taken, secret_names = [], {}, [], set(), []
     host_vars = {"llmfleet_gpus": [{"index": gpu["index"], "uuid": gpu["uuid"], "name": gpu["name"],
                                     "memory_total_mib": gpu["memory_total_mib"]}
                                    for gpu in sorted(cards["gpus"], key=lambda g: g["index"])]}
+    _gpu_profile(host_vars, notes.append)
     ran, ages, projects = {}, [], {}
     for record in containers:
         gpus = _gpus_of(record, cards)
@@ -277,33 +366,41 @@ def adopted_inventory(host, containers, cards, now=None):
             continue
         name = _seat_name(record, taken)
         if record.get("managed_seat"):
-            notes.append("seat %s: already run by this collection as seat %s" % (name, record["managed_seat"]))
+            notes.append("seat %s: already run by this collection (its container %s is seat %s): adopted as it "
+                         "runs, nothing to stop or take over" % (name, record["name"], record["managed_seat"]))
         if is_vllm:
-            seat = _vllm_seat(host, name, record, gpus, notes.append, files)
+            seat = _vllm_seat(host, name, record, gpus, notes.append, files, secret_names.append)
         else:
             seat = _fixed_seat(name, record, gpus, _held_mib(record, cards), notes.append)
-        seat = _with_secrets(_untemplated(name, seat, notes.append), record, secret_names.append)
+        _say_template_markers(name, seat, notes.append)
+        seat = _with_secrets(seat, record, secret_names.append)
         if is_vllm and "kv_cache_memory_bytes" in seat:
             ran[name] = {field: seat[field] for field in ("kv_cache_memory_bytes", "image", "model")
                          if field in seat}
             if isinstance(seat.get("max_model_len"), int):
                 ran[name]["max_model_len"] = seat["max_model_len"]
-        if record.get("compose_project"):
-            projects.setdefault(record["compose_project"], []).append(name)
+        if not record.get("managed_seat"):
+            # the hand-over: the first window stops it and starts the seat as the collection's
+            seat["take_over"] = True
+            projects.setdefault(record.get("compose_project") or "", []).append(name)
         _runtime(seat, record, is_vllm, notes.append)
         ages.append(record.get("running_s") or 0)
         seats.append(seat)
     host_vars["llmfleet_seats"] = seats
     for project, names in sorted(projects.items()):
-        notes.append("compose project %s runs %s now: stop it (docker compose -p %s down) before the first "
-                     "rebalance starts the collection's own" % (project, ", ".join(names), project))
+        notes.append("%s %s now: take_over: true, so the first rebalance stops %s and starts the collection's "
+                     "own in %s place (a rollback brings %s back as %s ran; docs/adopt.md); set it to false "
+                     "to have the window refuse instead"
+                     % ("compose project %s runs" % project if project else "docker run started",
+                        ", ".join(names), "them" if len(names) > 1 else "it", "their" if len(names) > 1 else "its",
+                        "them" if len(names) > 1 else "it", "they" if len(names) > 1 else "it"))
     if secret_names:
         notes.append("secrets stay on the host: put %s in vault" % "; ".join(secret_names))
     if seats and min(ages) >= PLATEAU_SECONDS:
         taken_at = utc_timestamp(now)
         path = "snapshots/%s-plateau-%s.json" % (host, taken_at[:10].replace("-", ""))
         files[path] = dump_snapshot(build_snapshot(cards, host, taken_at))
-        host_vars["llmfleet_plateau_snapshot"] = "{{ inventory_dir }}/%s" % path
+        host_vars["llmfleet_plateau_snapshot"] = Template("{{ inventory_dir }}/%s" % path)
         if ran:
             host_vars["llmfleet_plateau_ran"] = ran
         unmeasured = sorted(seat["name"] for seat in seats if seat["engine"] == "vllm" and seat["name"] not in ran)
@@ -315,4 +412,34 @@ def adopted_inventory(host, containers, cards, now=None):
                      "adopt again (or record one with gpu_info) once every seat has run a day" % min(ages))
     if not seats:
         notes.append("no container uses a GPU of this host: llmfleet_seats is empty")
-    return {"host_vars": host_vars, "files": files, "notes": [_CONTROL_RE.sub(" ", note) for note in notes]}
+    notes = [_CONTROL_RE.sub(" ", note) for note in notes]
+    return {"host_vars": host_vars, "files": files, "notes": notes,
+            "host_vars_text": _host_vars_text(host, host_vars, notes, now)}
+
+
+def _gpu_profile(host_vars, note):
+    """``llmfleet_gpu_profile`` from the cards' names when every card is of one profile the
+    sizing knows; else a note, never a guess (the plan's default is h100's arithmetic)."""
+    profiles = {}
+    for gpu in host_vars["llmfleet_gpus"]:
+        profile = profile_of_card(gpu["name"])
+        if profile is None:
+            note("GPU %d (%s): not a card the sizing has a profile for (%s): llmfleet_gpu_profile left unset; set "
+                 "the one whose arithmetic it follows, or the plan sizes it as h100" % (
+                     gpu["index"], gpu["name"], ", ".join(sorted(GPU_PROFILES))))
+        profiles.setdefault(profile, []).append(gpu["index"])
+    if len(profiles) == 1 and None not in profiles:
+        host_vars["llmfleet_gpu_profile"] = next(iter(profiles))
+    elif len(profiles) > 1 and None not in profiles:
+        note("the cards are of different profiles (%s): llmfleet_gpu_profile left unset; set the one the plan "
+             "sizes every seat by" % "; ".join("%s: GPU %s" % (profile, ", ".join(map(str, indices)))
+                                                for profile, indices in sorted(profiles.items())))
+
+
+def _host_vars_text(host, host_vars, notes, now):
+    """The host_vars file: what adopt read, when, the notes as comments, every string from the
+    host written !unsafe."""
+    lines = ["---", "# %s as llmfleet.seats' playbooks/adopt.yml read it on %s." % (host, utc_timestamp(now)),
+             "# What it could not work out, or that needs a look before a rebalance:"]
+    lines += ["# - %s" % note for note in notes]
+    return "\n".join(lines) + "\n" + dump(host_vars)

@@ -18,8 +18,13 @@ import glob
 import json
 import os
 import re
+import stat
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    MANAGED_LABEL,
+    REDACTED,
+    SECRET_NAME_RE,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import model_of
@@ -27,88 +32,154 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log i
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
 
 _HF_HOME = "/root/.cache/huggingface"  # huggingface_hub's default for root, as in vLLM's image
-_CONFIG_LIMIT = 4 * 1024 * 1024
+# A model's config.json is kilobytes; what is larger, or nests deeper, is not one.
+CONFIG_LIMIT = 1024 * 1024
+CONFIG_DEPTH = 32
+_HUB_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?\Z")
+_REVISION_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 
+def _inside(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _container_path(path, mounts):
-    """The host path behind a path inside the container, through its longest mount, or None."""
+    """``(host path, mount root, None)`` behind a path inside the container, through its longest
+    mount, or ``(None, None, why)``. A path that climbs (``..``) is refused, and so is one whose
+    links lead out of the mount: nothing outside what the container mounts is ever read."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        return None, None, "%s climbs out of its directory (..); not followed" % path
+    path = "/" + "/".join(parts)
     best = None
     for mount in mounts:
-        target = mount["destination"].rstrip("/") or "/"
-        if path == target or path.startswith(target.rstrip("/") + "/"):
-            if best is None or len(target) > len(best["destination"]):
-                best = mount
-    if best is None or not best.get("source"):
-        return None
-    rest = path[len(best["destination"].rstrip("/")):].lstrip("/")
-    return os.path.join(best["source"], rest) if rest else best["source"]
+        target = "/" + "/".join(part for part in mount["destination"].split("/") if part not in ("", "."))
+        if _inside(path, target) and (best is None or len(target) > len(best[1])):
+            best = (mount, target)
+    if best is None or not best[0].get("source"):
+        return None, None, "%s is inside the image (no mount holds it)" % path
+    root = os.path.realpath(best[0]["source"])
+    rest = path[len(best[1]):].lstrip("/")
+    resolved = os.path.realpath(os.path.join(root, rest))
+    if not _inside(resolved, root):
+        return None, None, "%s leads out of its mount (a link to %s); not followed" % (path, resolved)
+    return resolved, root, None
 
 
 def _hub_snapshot(model, environment, mounts):
-    """The host directory of the newest snapshot of a Hugging Face id in the cache the
-    container mounts, or (None, why)."""
+    """``(directory, mount root, None)`` of the snapshot of a Hugging Face id that the cache the
+    container mounts holds (its refs/main, else the newest), or ``(None, None, why)``."""
+    if not _HUB_ID_RE.match(model) or ".." in model:
+        return None, None, "%s is neither a path nor a Hugging Face id" % model
     hub = environment.get("HF_HUB_CACHE") or os.path.join(environment.get("HF_HOME") or _HF_HOME, "hub")
-    host_hub = _container_path(hub, mounts)
+    host_hub, root, why = _container_path(hub, mounts)
     if host_hub is None:
-        return None, "the container mounts no Hugging Face cache at %s" % hub
+        return None, None, "the container mounts no Hugging Face cache at %s (%s)" % (hub, why)
     repo = os.path.join(host_hub, "models--" + model.replace("/", "--"))
     try:
-        with open(os.path.join(repo, "refs", "main")) as handle:
-            revision = handle.read().strip()
-    except OSError:
+        with open(os.path.join(repo, "refs", "main"), "rb") as handle:
+            revision = handle.read(256).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
         revision = None
+    if revision is not None and not _REVISION_RE.match(revision):
+        return None, None, "%s: its refs/main names no snapshot" % model
     snapshots = sorted(glob.glob(os.path.join(repo, "snapshots", "*")), key=os.path.getmtime)
     chosen = os.path.join(repo, "snapshots", revision) if revision else (snapshots[-1] if snapshots else None)
-    if not chosen or not os.path.isdir(chosen):
-        return None, "%s is not in the Hugging Face cache at %s" % (model, host_hub)
-    return chosen, None
+    if chosen:
+        chosen = os.path.realpath(chosen)
+    if not chosen or not _inside(chosen, root) or not os.path.isdir(chosen):
+        return None, None, "%s is not in the Hugging Face cache at %s" % (model, host_hub)
+    return chosen, root, None
+
+
+def _read_capped(path, root, limit):
+    """The bytes of a regular file inside ``root`` (its links resolved, never followed out),
+    at most ``limit`` of them; ValueError says what it is instead."""
+    resolved = os.path.realpath(path)
+    if not _inside(resolved, root):
+        raise ValueError("a link out of its mount (to %s); not followed" % resolved)
+    # non-blocking: a pipe where a config should be is refused, not waited on
+    with os.fdopen(os.open(resolved, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("not a regular file")
+        if status.st_size > limit:
+            raise ValueError("%d bytes, over the %d a model config may have" % (status.st_size, limit))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError("over the %d bytes a model config may have" % limit)
+    return data
+
+
+def _depth(value):
+    """How deep a parsed JSON value nests (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def _model_config(path, root):
+    """``(config, None)`` when ``path`` is provably a model's config.json (a JSON object naming
+    its ``model_type`` or ``architectures``, within the size and depth bounds), else
+    ``(None, why it was skipped)``."""
+    try:
+        config = json.loads(_read_capped(path, root, CONFIG_LIMIT).decode("utf-8"))
+    except OSError as exc:
+        return None, "%s cannot be read: %s" % (path, exc.strerror or exc)
+    except RecursionError:
+        return None, "%s is nested deeper than a model config; skipped" % path
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, "%s is not a model config (%s); skipped" % (path, exc)
+    if not isinstance(config, dict) or not (
+            isinstance(config.get("model_type"), str) or isinstance(config.get("architectures"), list)):
+        return None, "%s is not a model config (a JSON object with model_type or architectures); skipped" % path
+    if _depth(config) > CONFIG_DEPTH:
+        return None, "%s is nested deeper than %d levels, more than a model config; skipped" % (path, CONFIG_DEPTH)
+    return config, None
 
 
 def model_files(model, environment, mounts):
     """``{model_dir, model_config, weights_bytes, problem}`` of the model a vLLM server serves:
     a path inside the container is followed through its mounts, an id looked up in its
-    Hugging Face cache; ``problem`` says why a config could not be read."""
+    Hugging Face cache; only the directory's own config.json is read, and ``problem`` says why
+    it was skipped (a path that climbs or links out of its mount, not a regular file, too
+    large, not a model config)."""
     found = {"model_dir": None, "model_config": None, "weights_bytes": None, "problem": None}
     if model.startswith("/"):
-        directory = _container_path(model, mounts)
-        if directory is None:
-            found["problem"] = "%s is inside the image (no mount holds it)" % model
-            return found
+        directory, root, found["problem"] = _container_path(model, mounts)
     else:
-        directory, found["problem"] = _hub_snapshot(model, environment, mounts)
-        if directory is None:
-            return found
+        directory, root, found["problem"] = _hub_snapshot(model, environment, mounts)
+    if directory is None:
+        return found
     found["model_dir"] = directory
-    path = os.path.join(directory, "config.json")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_CONFIG_LIMIT + 1)
-        config = json.loads(data.decode("utf-8")) if len(data) <= _CONFIG_LIMIT else None
-    except (OSError, ValueError) as exc:
-        found["problem"] = "%s cannot be read as a model config: %s" % (path, getattr(exc, "strerror", None) or exc)
-        return found
-    if not isinstance(config, dict):
-        found["problem"] = "%s is not a model config (a JSON object)" % path
-        return found
-    found["model_config"] = config
-    found["weights_bytes"] = _weights_bytes(directory)
+    found["model_config"], found["problem"] = _model_config(os.path.join(directory, "config.json"), root)
+    if found["model_config"] is not None:
+        found["weights_bytes"] = _weights_bytes(directory, root)
     return found
 
 
-def _weights_bytes(directory):
+def _weights_bytes(directory, root):
     """The checkpoint's tensor bytes: the safetensors index's total_size (what vLLM loads),
-    else the size of the checkpoint files (the Hugging Face cache links them to its blobs)."""
+    else the size of the checkpoint files (the Hugging Face cache links them to its blobs);
+    nothing outside the mount counts."""
     try:
-        with open(os.path.join(directory, "model.safetensors.index.json"), "rb") as handle:
-            total = json.loads(handle.read(_CONFIG_LIMIT).decode("utf-8"))["metadata"]["total_size"]
+        index = json.loads(_read_capped(os.path.join(directory, "model.safetensors.index.json"), root,
+                                        CONFIG_LIMIT).decode("utf-8"))
+        total = index["metadata"]["total_size"]
         if isinstance(total, int) and not isinstance(total, bool) and total > 0:
             return total
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass
     files = {os.path.realpath(name) for pattern in _WEIGHT_PATTERNS
              for name in glob.glob(os.path.join(directory, pattern))}
-    return sum(os.path.getsize(name) for name in files) or None
+    return sum(os.path.getsize(name) for name in files if _inside(name, root) and os.path.isfile(name)) or None
 
 
 def _running_seconds(started_at, now):
@@ -157,6 +228,22 @@ def _port(value):
     return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
+def _without_secret_values(args):
+    """The command line with the value of every flag named as a secret (``--api-key KEY``,
+    ``--hf-token=...``) replaced by REDACTED: a secret on a command line is never returned."""
+    shown, hiding = [], False
+    for arg in args:
+        if hiding and not arg.startswith("-"):
+            shown.append(REDACTED)
+            hiding = False
+            continue
+        flag, has_value, _value = arg.partition("=")
+        secret = arg.startswith("-") and SECRET_NAME_RE.search(flag.lstrip("-")) is not None
+        hiding = secret and not has_value
+        shown.append(flag + "=" + REDACTED if secret and has_value else arg)
+    return shown
+
+
 def container_record(attrs, image_env, now):
     """One running container as adopt_info returns it (what docker does not say is left empty)."""
     config, host = _dict(attrs.get("Config")), _dict(attrs.get("HostConfig"))
@@ -172,8 +259,9 @@ def container_record(attrs, image_env, now):
         protocol = spec.partition("/")[2] or "tcp"
         for binding in _dicts(bindings):
             if _port(spec) and _port(binding.get("HostPort")):
+                # docker's "" is every interface
                 ports.append({"container_port": _port(spec), "host_port": _port(binding["HostPort"]),
-                              "protocol": protocol})
+                              "host_ip": _text(binding.get("HostIp")) or "", "protocol": protocol})
     devices = [request for request in _dicts(host.get("DeviceRequests"))
                if request.get("Driver") in ("nvidia", "", None) or ["gpu"] in (request.get("Capabilities") or [])]
     path = _text(attrs.get("Path"))
@@ -184,11 +272,13 @@ def container_record(attrs, image_env, now):
         "managed_seat": labels.get(MANAGED_LABEL),
         "image": _text(config.get("Image")),
         "image_id": _text(attrs.get("Image")),
-        "args": [path] + _strings(attrs.get("Args")) if path else [],
+        "args": _without_secret_values([path] + _strings(attrs.get("Args"))) if path else [],
         "environment": plain,
         "secret_environment": secrets,
         "ports": ports,
         "network_mode": _text(host.get("NetworkMode")),
+        "networks": sorted(name for name in _dict(_dict(attrs.get("NetworkSettings")).get("Networks"))
+                           if isinstance(name, str)),
         "ipc_mode": _text(host.get("IpcMode")),
         "gpu_device_ids": sorted({str(i) for request in devices for i in _strings(request.get("DeviceIDs"))}),
         "gpu_all": any(request.get("Count") == -1 for request in devices),

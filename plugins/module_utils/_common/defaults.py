@@ -42,10 +42,14 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 HEALTH_PATH_RE = re.compile(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
 HEALTH_PATH_EXPECTED = "a URL path such as /health (letters, digits, ._~%/- and a query)"
 
-# Environment variables whose names look like these hold secrets even when the inventory did
-# not put them in secret_environment: their values go only to the 0600 .env and are shown
-# nowhere else.
-SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+# Environment variables (and command-line flags) named with one of these words hold secrets even
+# when the inventory did not put them in secret_environment: their values go only to the 0600
+# .env and are shown nowhere else. Whole words between '_', '-' or '.', any case: HF_TOKEN,
+# OPENAI_API_KEY, DB_PASSWORD, --api-key are secrets; TOKENIZERS_PARALLELISM, KEYBOARD,
+# MONKEY_PATCH, AUTHOR, MAX_NUM_BATCHED_TOKENS are not.
+SECRET_NAME_RE = re.compile(
+    r"(?<![A-Za-z0-9])(?:TOKEN|KEY|APIKEY|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIALS?|CREDS|AUTH)"
+    r"(?![A-Za-z0-9])", re.IGNORECASE)
 # The .env variable that carries a secret NAME into the container's environment.
 SECRET_VAR_PREFIX = "SEAT_SECRET_"
 # What stands for a secret's value everywhere but the .env.
