@@ -12,7 +12,8 @@ version_added: 0.2.0
 description:
   - Reads every container on the host (the collection's seats and anything else) and finds the
     ones started outside the collection that hold a planned seat's compose project, container
-    name, port or GPU memory (a hand-started compose project of the same name, say).
+    name, port or GPU memory (a hand-started compose project of the same name, say), and the
+    seat ports a process outside every container listens on.
   - A seat whose inventory says C(take_over=true) has them stopped first in the window and
     brought back by a rollback exactly as they ran; any other such container refuses the
     window before anything is touched, naming the container and what it holds.
@@ -111,7 +112,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import takeover
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import host_containers
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import host_containers, listening_ports
 
 
 def main():
@@ -131,7 +132,8 @@ def main():
     with operator_errors(module):
         docker = Docker(params["docker_host"])
         if params["state"] == "planned":
-            entries, problems = takeover.conflicts(params["host"], params["seats"], host_containers(docker))
+            entries, problems = takeover.conflicts(params["host"], params["seats"], host_containers(docker),
+                                                   listening_ports())
             if problems:
                 module.fail_json(msg="%d container(s) outside the collection hold what the plan's seats need:\n- %s"
                                  % (len(problems), "\n- ".join(problems)), **dict(result, problems=problems))

@@ -63,14 +63,21 @@ def _can_recreate(container, exists=os.path.isfile):
                 and files and all(os.path.isabs(path) and exists(path) for path in files))
 
 
-def conflicts(host, seats, containers, exists=os.path.isfile):
+def conflicts(host, seats, containers, listening=(), exists=os.path.isfile):
     """``(take_over, problems)`` for a host's plan ``seats`` against ``containers``
-    (``host_containers``). ``take_over`` lists each container to stop first, once, with the
-    seats it blocks and how it steps aside (``remove`` or ``rename``); ``problems`` one line per
-    container a seat did not opt in to take over, or that cannot be brought back."""
+    (``host_containers``) and the ports something ``listening`` holds. ``take_over`` lists each
+    container to stop first, once, with the seats it blocks and how it steps aside (``remove`` or
+    ``rename``); ``problems`` one line per container a seat did not opt in to take over, or that
+    cannot be brought back, and per seat port a process outside every container listens on."""
     if not isinstance(seats, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in seats):
         raise TakeOverError("seats: expected the plan's seats (each with a name)")
     take_over, problems = [], []
+    published = {p["host_port"] for c in containers if is_running(c) for p in c["ports"]}
+    for seat in seats:
+        if seat.get("port") in set(listening) - published:
+            problems.append("host %s: seat %s: port %s is held by a process that is no container (something "
+                            "listens on it outside docker); expected a free port, or stop that process first"
+                            % (host, seat["name"], seat["port"]))
     for container in containers:
         if container.get("seat"):
             continue  # the collection's own: the window manages it as a seat

@@ -93,3 +93,22 @@ def host_containers(docker):
 def is_running(record):
     """Whether the container is up in ``docker ps``'s sense (running, restarting or paused)."""
     return record.get("state") in ("running", "restarting", "paused")
+
+
+def listening_ports(proc_net="/proc/net"):
+    """The TCP ports something listens on in the host's network namespace (IPv4 and IPv6)."""
+    ports = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("%s/%s" % (proc_net, name)) as handle:
+                lines = handle.read(1 << 22).splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                try:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+                except (IndexError, ValueError):
+                    continue
+    return ports

@@ -162,3 +162,31 @@ def test_the_plan_says_what_the_placement_search_proved(inventory):
     plan["bound_mib"] = worst + 1234
     assert ("NOT proven optimal: within 1,234 MiB of the best, no placement does better than "
             "{:,} MiB".format(worst + 1234)) in plan_markdown(plan)
+
+
+def _holding(where, source="nvml"):
+    """A reading of the cards where each seat of ``where`` holds 20 GiB on the GPU named."""
+    return {"source": source, "gpus": [
+        {"index": g["index"], "uuid": g["uuid"], "memory_total_mib": 81559, "memory_reserved_mib": 0,
+         "memory_used_mib": 20480 * sum(1 for gpu in where.values() if gpu == g["uuid"]),
+         "processes": [{"used_mib": 20480, "compose_service": seat} for seat, gpu in where.items()
+                       if gpu == g["uuid"]]} for g in GPUS]}
+
+
+def test_moves_are_counted_from_the_cards_not_from_the_inventory(inventory):
+    # the inventory says alpha and beta run on GPU 0; the cards show alpha on GPU 0, beta on GPU 1
+    cards = _holding({"alpha": "GPU-a", "beta": "GPU-b"})
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
+    seats = {s["name"]: s for s in plan["seats"]}
+    assert seats["beta"]["current_gpus"] == ["GPU-b"] and seats["alpha"]["current_gpus"] == ["GPU-a"]
+    assert plan["moves"] == sorted(name for name in ("alpha", "beta") if seats[name]["gpus"] != seats[name]["current_gpus"])
+    assert "seat beta: current_gpu says GPU 0, but the cards show it on GPU 1; moves are counted from the cards" \
+        in plan["warnings"]
+    # a seat the live cards do not show does not run: it boots, it does not move
+    quiet = build_plan("twin1", GPUS, SEATS, str(inventory), cards=_holding({}))
+    assert quiet["moves"] == [] and all(s["current_gpus"] == [] for s in quiet["seats"])
+    assert "seat alpha: current_gpu says GPU 0, but the cards show it running nowhere; moves are counted " \
+           "from the cards" in quiet["warnings"]
+    # a recorded snapshot that does not show a seat leaves the inventory's word
+    recorded = build_plan("twin1", GPUS, SEATS, str(inventory), cards=_holding({}, source="snapshot"))
+    assert {s["name"]: s["current_gpus"] for s in recorded["seats"]}["alpha"] == ["GPU-a"]

@@ -12,7 +12,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover i
     conflicts,
     takeover_lines,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import container_record
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import container_record, listening_ports
 
 FILES = {"/srv/compose/chat/compose.yaml", "/srv/ops/compose.yaml"}
 
@@ -46,7 +46,7 @@ def _seat(name, port, take_over=False, container=None, runtime="compose"):
 
 def test_a_hand_started_project_of_the_seats_name_is_refused_without_the_opt_in():
     hand = _container("chat-chat-1", "chat", "chat", [("127.0.0.1", 9100)], files="compose/chat")
-    entries, problems = conflicts("gpu7", [_seat("chat", 9100)], [hand], _exists)
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100)], [hand], exists=_exists)
     assert entries == []
     assert problems == [
         "host gpu7: container chat-chat-1 (compose project chat, service chat, running) holds seat chat: its "
@@ -57,7 +57,7 @@ def test_a_hand_started_project_of_the_seats_name_is_refused_without_the_opt_in(
 
 def test_with_the_opt_in_it_is_removed_only_because_the_seats_project_would_replace_it():
     hand = _container("chat-chat-1", "chat", "chat", [("127.0.0.1", 9100)], files="compose/chat")
-    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [hand], _exists)
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [hand], exists=_exists)
     assert problems == []
     (entry,) = entries
     assert (entry["step_aside"], entry["seats"], entry["was_running"]) == ("remove", ["chat"], True)
@@ -71,7 +71,7 @@ def test_another_projects_service_is_only_stopped_and_an_unrelated_port_holder_i
     ops_chat = _container("ops-chat-1", "ops", "chat", [("", 8211)])
     stranger = _container("metrics", None, None, [("0.0.0.0", 8212)], restart="always")
     seats = [_seat("chat", 8211, take_over=True), _seat("coder", 8212)]
-    entries, problems = conflicts("gpu7", seats, [ops_chat, stranger], _exists)
+    entries, problems = conflicts("gpu7", seats, [ops_chat, stranger], exists=_exists)
     assert [(e["name"], e["step_aside"]) for e in entries] == [("ops-chat-1", "stop")]
     assert problems == [
         "host gpu7: container metrics (started with docker run, running) holds seat coder: its port 8212; "
@@ -83,7 +83,7 @@ def test_a_docker_run_container_with_the_seats_name_is_renamed_aside_and_one_wit
     named = _container("vllm-chat", ports=[("", 9100)])
     gone_on_stop = _container("vllm-coder", ports=[("", 9200)], auto_remove=True)
     seats = [_seat("chat", 9100, take_over=True), _seat("coder", 9200, take_over=True)]
-    entries, problems = conflicts("gpu7", seats, [named, gone_on_stop], _exists)
+    entries, problems = conflicts("gpu7", seats, [named, gone_on_stop], exists=_exists)
     assert [(e["name"], e["step_aside"], e.get("aside_name")) for e in entries] == [
         ("vllm-chat", "rename", "vllm-chat-before-llmfleet")]
     assert len(problems) == 1 and "vllm-coder" in problems[0] and "--rm" in problems[0]
@@ -91,19 +91,19 @@ def test_a_docker_run_container_with_the_seats_name_is_renamed_aside_and_one_wit
 
 def test_a_project_whose_files_are_gone_cannot_be_taken_over():
     orphan = _container("chat-chat-1", "chat", "chat", [("", 9100)], files="elsewhere")
-    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [orphan], _exists)
+    entries, problems = conflicts("gpu7", [_seat("chat", 9100, take_over=True)], [orphan], exists=_exists)
     assert entries == [] and "are not on the host to bring it back from" in problems[0]
 
 
 def test_the_collections_own_containers_and_stopped_strangers_without_a_name_clash_are_left_alone():
     ours = _container("vllm-chat", "chat", "chat", [("", 9100)], seat="chat")
     stopped = _container("old-thing", ports=[("", 9100)], state="exited")
-    assert conflicts("gpu7", [_seat("chat", 9100)], [ours, stopped], _exists) == ([], [])
+    assert conflicts("gpu7", [_seat("chat", 9100)], [ours, stopped], exists=_exists) == ([], [])
 
 
 def test_seats_that_are_not_a_plan_are_refused():
     with pytest.raises(TakeOverError):
-        conflicts("gpu7", [{"port": 1}], [], _exists)
+        conflicts("gpu7", [{"port": 1}], [], exists=_exists)
 
 
 def test_a_host_name_with_a_newline_in_a_label_is_not_shown():
@@ -135,3 +135,21 @@ def test_every_difference_from_the_host_before_is_named():
         "container vllm-chat runs now and did not before the window",
         "GPU 0 holds 0 MiB, it held 30,000 MiB before the window (tolerance 1,024 MiB)",
     ]
+
+
+def test_a_seat_port_a_process_outside_docker_listens_on_is_refused():
+    ours = _container("vllm-chat", "chat", "chat", [("", 9100)], seat="chat")
+    seats = [_seat("chat", 9100), _seat("coder", 9200, take_over=True)]
+    entries, problems = conflicts("gpu7", seats, [ours], listening={22, 9100, 9200}, exists=_exists)
+    assert entries == [] and problems == [
+        "host gpu7: seat coder: port 9200 is held by a process that is no container (something listens on it "
+        "outside docker); expected a free port, or stop that process first"]
+
+
+def test_the_listening_ports_are_read_from_proc_net(tmp_path):
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (tmp_path / "tcp").write_text(header + "   0: 00000000:2380 00000000:0000 0A 0 0 0 0 0 0 0 1\n"
+                                  "   1: 0100007F:1F90 0100007F:D2F0 01 0 0 0 0 0 0 0 1\n")
+    (tmp_path / "tcp6").write_text(header + "   0: 00000000000000000000000000000000:23F0 "
+                                   "00000000000000000000000000000000:0000 0A 0 0 0 0 0 0 0 1\n")
+    assert listening_ports(str(tmp_path)) == {0x2380, 0x23F0}

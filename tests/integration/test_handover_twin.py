@@ -1,0 +1,198 @@
+"""The hand-over, as a new operator walks it on a twin host: seats started by hand as compose
+projects under /srv/compose/<name> (the collection's own seat directory; a util-sized vLLM seat
+with a token and restart: on-failure, a pinned one, an ASR tenant) → playbooks/adopt.yml → the
+first windows.
+
+- Without the seats' take_over, the window is refused before anything is touched, naming each
+  hand-started container and what it holds.
+- With it, a window whose new seat dies at boot is rolled back: the hand-started containers run
+  again as they ran (names, images, health), their files byte for byte, and the report's verdict
+  is measured against the host as observed before the window.
+- Then the real hand-over: the seats run as the collection's, the hand-started containers are
+  gone with their files kept as dated backups, the dry run and the report name what was taken
+  over, and a second run changes nothing and moves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, run_ansible
+from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_for
+from test_adopt_twin import _adopt
+
+from twinlib import fleet
+
+pytestmark = [pytest.mark.twin, pytest.mark.slow]
+
+TOKEN = "hf_twin_handover_secret_0731"
+GPU1, GPU2 = "GPU-7a1c0001-0000-4000-8000-000000000001", "GPU-7a1c0001-0000-4000-8000-000000000002"
+
+
+def _device(uuid):
+    return {"resources": {"reservations": {"devices": [{"driver": "nvidia", "device_ids": [uuid], "capabilities": ["gpu"]}]}}}
+
+
+PROJECTS = {
+    "chat": {"image": "vllm/vllm-openai:v0.33.0", "restart": "on-failure",
+             "command": ["/srv/models/qwen3-8b", "--served-model-name", "chat", "--port", "8000",
+                         "--max-model-len", "8192", "--gpu-memory-utilization", "0.35"],
+             "environment": {"HF_TOKEN": TOKEN}, "ports": ["8211:8000"],
+             "volumes": ["/srv/models:/srv/models:ro"], "deploy": _device(GPU1)},
+    "coder": {"image": "vllm/vllm-openai:v0.33.0", "restart": "unless-stopped",
+              "command": ["/srv/models/llama-3.1-8b-instruct", "--served-model-name", "coder", "--port", "8000",
+                          "--max-model-len", "16384", "--kv-cache-memory-bytes", "4G"],
+              "ports": ["8212:8000"], "volumes": ["/srv/models:/srv/models:ro"], "deploy": _device(GPU2)},
+    "asr": {"image": "llmfleet/asr-seat:twin", "restart": "unless-stopped", "ports": ["8213:8000"],
+            "deploy": _device(GPU1)},
+}
+HAND_MADE = ["asr-asr-1", "chat-chat-1", "coder-coder-1"]
+START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
+    {"name": "Make each project's directory", "ansible.builtin.file": {
+        "path": "/srv/compose/{{ item }}", "state": "directory", "mode": "0755"}, "loop": ["chat", "coder", "asr"]},
+    {"name": "Write each project by hand, as the operator did",
+     "ansible.builtin.copy": {"dest": "/srv/compose/{{ item.key }}/compose.yaml", "mode": "0644",
+                              "content": "{{ {'services': {item.key: item.value}} | to_nice_yaml }}"},
+     "loop": "{{ projects | dict2items }}", "loop_control": {"label": "{{ item.key }}"}},
+    # one at a time, each healthy before the next, as the operator booted them
+    {"name": "Start each project", "ansible.builtin.command": {
+        "cmd": "docker compose up --detach --wait --wait-timeout 120", "chdir": "/srv/compose/{{ item }}"},
+     "loop": ["chat", "coder", "asr"], "changed_when": True},
+]}]
+
+
+def _hand_made(host_state):
+    return {name: info for name, info in host_state["containers"].items() if name in HAND_MADE}
+
+
+def _managed():
+    """{container name: the seat it runs, or "" for a container outside the collection} on twin1."""
+    out = fleet.find_host("twin1").docker(["ps", "-a", "--format", '{{.Names}} {{.Label "io.llmfleet.seat"}}']).stdout
+    return dict((line.split(" ", 1) + [""])[:2] for line in out.splitlines())
+
+
+@pytest.fixture(scope="module")
+def handover(tmp_path_factory):
+    root = tmp_path_factory.mktemp("handover")
+    with twin_pair() as twin_inventory:
+        start = root / "start.yml"
+        start.write_text(yaml.safe_dump(START, sort_keys=False))
+        started = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory,
+                               str(start), "-e", json.dumps({"projects": PROJECTS})])
+        assert started.returncode == 0, started.stdout[-4000:] + started.stderr[-2000:]
+        adopted = _adopt(twin_inventory, root / "inventory")
+        assert adopted.returncode == 0, adopted.stdout[-4000:] + adopted.stderr[-2000:]
+        inventory = root / "inventory"
+        (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {"twin1": None}}}))
+        # the operator's own group variables: where the seats live on this host, how patient to be
+        shutil.copytree(FLEET / "group_vars", inventory / "group_vars")
+        yield {"root": root, "twin": twin_inventory, "inventory": inventory,
+               "host_vars": inventory / "host_vars" / "twin1.yml"}
+
+
+class _Unsafe(str):
+    """A value adopt wrote as ``!unsafe`` (host data Ansible must never template), kept so."""
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Loader.add_constructor("!unsafe", lambda loader, node: _Unsafe(loader.construct_scalar(node)))
+_Dumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+
+
+def _seats(handover, **fields):
+    """The adopted host_vars with ``fields`` set on every seat (``{seat: value}`` sets one seat's)."""
+    data = yaml.load(handover["host_vars"].read_text(), Loader=_Loader)
+    for seat in data["llmfleet_seats"]:
+        for field, value in fields.items():
+            if isinstance(value, dict):
+                if seat["name"] in value:
+                    seat[field] = value[seat["name"]]
+            else:
+                seat[field] = value
+    handover["host_vars"].write_text(yaml.dump(data, Dumper=_Dumper, sort_keys=False))
+
+
+def _window(handover, name, *extra, check=False):
+    report = handover["root"] / name
+    proc = rebalance(handover["inventory"] / "hosts.yml", handover["twin"], report, "-e", "target=twin1",
+                     "-e", "vault_chat_hf_token=" + TOKEN, *extra, check=check)
+    return proc, report
+
+
+def test_the_handover(handover):
+    before = state("twin1")
+    assert sorted(_hand_made(before)) == HAND_MADE and all(
+        running == "running" for _cid, running, _healthy in _hand_made(before).values())
+
+    # 1. Adopted as it is, nothing says to take the hand-made projects over: refused, untouched.
+    _seats(handover, take_over=False)
+    refused, _report = _window(handover, "refused")
+    assert refused.returncode != 0
+    said = " ".join(refused.stdout.split())
+    for container, holds in (("chat-chat-1", "seat chat: its compose project chat"),
+                             ("coder-coder-1", "seat coder: its compose project coder"),
+                             ("asr-asr-1", "seat asr: its compose project asr")):
+        assert "container %s (compose project" % container in said, said[-4000:]
+        assert holds in said
+    assert state("twin1") == before, "a refused window touched the host"
+
+    # 2. Taken over, and the new chat dies at boot: the host comes back as it was, and says so.
+    _seats(handover, take_over=True, environment={"chat": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    dry, _report = _window(handover, "dry", "--check", "--diff", check=True)
+    said = " ".join(dry.stdout.split())  # the callback folds long lines
+    assert "taken over (stopped first, brought back by a rollback): asr-asr-1 for seat asr" in said
+    assert "chat-chat-1 for seat chat (seat chat: its compose project chat, its container name chat-chat-1, " \
+           "its GPU memory (compose service chat), its port 8211; removed, its compose files stay in " \
+           "/srv/compose/chat)" in said, said[said.find("taken over ("):][:1500]
+    assert state("twin1") == before, "the dry run touched the host"
+    failed, report_dir = _window(handover, "failed")
+    assert failed.returncode != 0
+    section = report_of(report_dir)["hosts"]["twin1"]
+    assert section["status"] == "rolled_back", section["error"]
+    assert section["rollback"]["complete"] and section["rollback"]["problems"] == []
+    assert any(action.startswith("brought back: chat-chat-1 recreated from its compose files")
+               for action in section["actions"]), section["actions"]
+    as_before = {name: (running, healthy) for name, (_cid, running, healthy) in _hand_made(before).items()}
+    wait_for(lambda: {name: (running, healthy) for name, (_cid, running, healthy)
+                      in _hand_made(state("twin1")).items()} == as_before,
+             what="the hand-made containers running (and healthy) as before")
+    after = state("twin1")
+    assert sorted(_hand_made(after)) == HAND_MADE
+    assert _managed() == {name: "" for name in HAND_MADE}, "only the hand-made containers, none of the collection's"
+    assert {name: data for name, data in after["files"].items() if ".bak-" not in name} == before["files"]
+
+    # 3. The hand-over itself.
+    _seats(handover, environment={"chat": {}})
+    applied, report_dir = _window(handover, "applied", check=True)
+    section = report_of(report_dir)["hosts"]["twin1"]
+    assert section["status"] == "applied"
+    now = state("twin1")
+    # adopted with their own container names, now the collection's seats
+    assert _managed() == {"chat-chat-1": "chat", "coder-coder-1": "coder", "asr-asr-1": "asr"}
+    assert all(running == "running" and healthy for _cid, running, healthy in now["containers"].values())
+    assert not {cid for cid, _r, _h in now["containers"].values()} & {cid for cid, _r, _h in before["containers"].values()}
+    for project in ("chat", "coder", "asr"):
+        kept = [name for name in now["files"] if name.startswith(project + "/compose.yaml.bak-")]
+        assert len(kept) == 1 and now["files"][kept[0]] == before["files"][project + "/compose.yaml"], \
+            "the hand-made compose.yaml of %s is kept as its dated backup" % project
+    assert any(a.startswith("taken over for good: chat-chat-1 removed") for a in section["actions"])
+    assert TOKEN not in applied.stdout + json.dumps(section)
+
+    # 4. A second run changes nothing and moves nothing.
+    again, report_dir = _window(handover, "again", check=True)
+    section = report_of(report_dir)["hosts"]["twin1"]
+    assert section["status"] == "unchanged", section["actions"]
+    assert section["plan"]["moves"] == []
+    assert state("twin1")["containers"] == now["containers"]
+    assert "changed=0" in again.stdout.split("PLAY RECAP")[-1]
