@@ -309,18 +309,16 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
         check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
         min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib, default_overhead_mib=default_overhead_mib)
     _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
-    if check.errors:
+    options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
+    # the seats that cannot be sized are named with the other problems, not after they are fixed
+    sized, problems = _size(spec, inventory_dir, options)
+    if check.errors or problems:
         raise PlanError("host %s: %d problem(s) before planning:\n- %s"
-                        % (host, len(check.errors), "\n- ".join(check.errors)))
+                        % (host, len(check.errors) + len(problems), "\n- ".join(check.errors + problems)))
     names = {seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
-    options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
 
-    sized, problems = _size(spec, inventory_dir, options)
-    if problems:
-        raise PlanError("host %s: %d seat(s) cannot be sized:\n- %s"
-                        % (host, len(problems), "\n- ".join(problems)))
     problems, window_warnings = _window(spec, sized, cards)
     if problems:
         raise PlanError("host %s: %d seat(s) cannot change as asked in one window:\n- %s"

@@ -190,3 +190,12 @@ def test_moves_are_counted_from_the_cards_not_from_the_inventory(inventory):
     # a recorded snapshot that does not show a seat leaves the inventory's word
     recorded = build_plan("twin1", GPUS, SEATS, str(inventory), cards=_holding({}, source="snapshot"))
     assert {s["name"]: s["current_gpus"] for s in recorded["seats"]}["alpha"] == ["GPU-a"]
+
+
+def test_a_seat_that_cannot_be_sized_is_named_with_the_other_problems_at_once(inventory):
+    seats = SEATS[:1] + [_seat("lost", "no-such-model", 8109)]
+    with pytest.raises(PlanError) as refused:
+        build_plan("h1", GPUS, seats, inventory_dir=str(inventory), plateau_kv_planned=True)
+    message = str(refused.value)
+    assert message.startswith("host h1: 2 problem(s) before planning:"), message
+    assert "seat_plan_plateau_kv_planned" in message and "seat lost" in message, message
