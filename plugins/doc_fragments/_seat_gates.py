@@ -52,8 +52,8 @@ options:
     type: str
   secrets:
     description:
-      - The seats' secrets as M(llmfleet.seats.seat_files) takes them, C({seat: {NAME: value}}) (the
-        P(llmfleet.seats.seat_secrets#filter) filter's result).
+      - The seats' secrets as M(llmfleet.seats.seat_files) takes them, each seat's name to its
+        variables' names and values (the P(llmfleet.seats.seat_secrets#filter) filter's result).
       - A seat's own API key (the inventory's C(api_key), C(VLLM_API_KEY) for a vLLM seat) is sent as a
         Bearer token to its endpoints. Nothing else of them is read.
     type: dict
