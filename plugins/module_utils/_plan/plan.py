@@ -38,6 +38,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import unknown_variables
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     RAN_FIELDS,
@@ -141,6 +142,7 @@ ACCEPT_KEYS = {
     "snapshot_host": "the host a snapshot given for this one was recorded on",
     "unknown_plateau_seats": "seats the plateau shows that the inventory no longer has",
     "fixed_cap_below_plateau": "fixed tenants whose cap is below what the plateau shows them holding",
+    "gpu_profile": "a GPU profile other than the one the cards' names say",
 }
 
 
@@ -239,6 +241,20 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
                           "[%s]" % (bytes_to_mib(seat["memory_cap_bytes"]), most, seat["name"]))
 
 
+def _profile_check(check, spec, cards, gpu_profile, accept):
+    """The GPU profile the seats are sized by is the cards' own (their names as the reading of
+    the cards gives them, else as the inventory lists them), unless accepted on purpose."""
+    named = {gpu.get("uuid"): gpu.get("name") for gpu in (cards or {}).get("gpus") or []}
+    for gpu in spec["gpus"]:
+        name = named.get(gpu["uuid"]) or gpu.get("name")
+        profile = profile_of_card(name)
+        if profile and profile != gpu_profile and accept.get("gpu_profile") != gpu_profile:
+            check.problem("llmfleet_gpu_profile", "%s, but GPU %s is an %s, whose profile is %s; expected "
+                          "llmfleet_gpu_profile: %s, or llmfleet_plan_accept.gpu_profile: %s to size by %s on "
+                          "purpose" % (gpu_profile, gpu["index"], name, profile, profile, gpu_profile, gpu_profile))
+            return
+
+
 def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_factor=KV_FACTOR,
                        kv_round_to=KV_ROUND_TO, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
                        default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, plateau_kv=None,
@@ -309,6 +325,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
         check, spec, plateau, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
         min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib, default_overhead_mib=default_overhead_mib)
     _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
+    _profile_check(check, spec, cards, gpu_profile, accept)
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
     # the seats that cannot be sized are named with the other problems, not after they are fixed
     sized, problems = _size(spec, inventory_dir, options)

@@ -29,6 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.read import 
     model_files,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import CARD_NAMES, profile_of_card
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import GPU_PROFILES
 
@@ -317,3 +318,18 @@ def test_a_managed_seat_is_said_to_be_managed_and_nothing_else(tmp_path):
     assert "seat chat: already run by this collection (its container chat-chat-1 is seat chat): adopted as it " \
            "runs, nothing to stop or take over" in notes
     assert not any("docker compose -p" in note or "systemctl disable" in note or "ran with" in note for note in notes)
+
+
+def test_the_plan_refuses_a_profile_the_cards_contradict_unless_accepted():
+    gpus = [{"index": 0, "uuid": GPU0, "name": "NVIDIA L40S", "memory_total_mib": 46068}]
+    seats = [{"name": "asr", "engine": "fixed", "image": "asr@sha256:" + "a" * 64, "port": 8090,
+              "memory_cap_bytes": "4GiB", "gpu": 0}]
+    cards = {"source": "nvml", "gpus": [dict(gpus[0], memory_used_mib=0, memory_free_mib=46068, processes=[])]}
+    assert build_plan("gpu7", gpus, seats, cards=cards, gpu_profile="l40s")["seats"][0]["name"] == "asr"
+    with pytest.raises(PlanError, match="llmfleet_gpu_profile: h100, but GPU 0 is an NVIDIA L40S, whose profile "
+                                        "is l40s; expected llmfleet_gpu_profile: l40s, or "
+                                        "llmfleet_plan_accept.gpu_profile: h100 to size by h100 on purpose"):
+        build_plan("gpu7", gpus, seats, cards=cards, gpu_profile="h100")
+    assert build_plan("gpu7", gpus, seats, cards=cards, gpu_profile="h100", accept={"gpu_profile": "h100"})["seats"]
+    unknown = [dict(gpus[0], name="NVIDIA L40")]
+    assert build_plan("gpu7", unknown, seats, gpu_profile="h100")["seats"], "a card of no profile is not judged"
