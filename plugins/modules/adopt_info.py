@@ -13,11 +13,16 @@ description:
   - Asks the host's Docker engine for every running container and returns what a starting
     inventory needs of it - image, command line, its own environment (not its image's),
     published ports, GPUs, mounts, restart policy and how long it has run.
-  - The value of a variable whose name looks like a secret (C(TOKEN), C(KEY), C(SECRET),
-    C(PASSW), C(CREDENTIAL), C(AUTH)) is never returned, only its name.
+  - The value of a variable whose name has a secret's word in it (C(TOKEN), C(KEY), C(SECRET),
+    C(PASSWORD), C(CREDENTIAL), C(AUTH), ... as whole words, so C(HF_TOKEN) is one and
+    C(TOKENIZERS_PARALLELISM) is not) is never returned, only its name; nor is the value of a
+    command-line flag named so (C(--api-key)), which reads as C(<secret>).
   - For a container running vLLM's server, finds the model it serves through its mounts (a
     model directory, or the Hugging Face cache it mounts) and returns its C(config.json) and
-    the size of its checkpoint files.
+    the size of its checkpoint files. Only that directory's own C(config.json) is read, and
+    only when it is provably a model config - a path that climbs (C(..)) or whose links lead
+    out of the mount, anything but a regular file, over 1 MiB or nested deeper than 32 levels,
+    and JSON without C(model_type) or C(architectures) are skipped, and C(problem) says why.
   - On a host whose PID 1 is systemd, names the service whose process runs C(docker run --name)
     of a container (a unit's serve script), with its C(Restart=) policy.
   - M(llmfleet.seats.adopted_inventory) (a filter) turns the result into host_vars;

@@ -87,7 +87,8 @@ options:
       - Cross-checks passed on purpose. C(snapshot_host) (the host a snapshot given for this
         one was recorded on), C(unknown_plateau_seats) (seats the plateau shows that the
         inventory does not list, counted as another tenant's memory) and
-        C(fixed_cap_below_plateau) (fixed tenants whose cap is below what the plateau shows).
+        C(fixed_cap_below_plateau) (fixed tenants whose cap is below what the plateau shows) and
+        C(gpu_profile) (the O(gpu_profile) to size by although the cards' names say another).
     type: raw
   retire:
     description:
