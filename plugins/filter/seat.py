@@ -33,9 +33,10 @@ def known_variables():
         for path in _COLLECTION.glob(pattern):
             names.update(VARIABLE_NAME_RE.findall(path.read_text(encoding="utf-8")))
     # the reference's tables, whose first cell names a variable (its prose may quote a typo)
-    for line in (_COLLECTION / "docs" / "inventory.md").read_text(encoding="utf-8").splitlines():
-        if line.startswith("| `"):
-            names.update(VARIABLE_NAME_RE.findall(line.split("|")[1]))
+    for path in _COLLECTION.glob("docs/inventory.md"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("| `"):
+                names.update(VARIABLE_NAME_RE.findall(line.split("|")[1]))
     return frozenset(names)
 
 
