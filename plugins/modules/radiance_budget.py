@@ -27,6 +27,10 @@ description:
     O(ttm_target_mib) (it must clear the ledger by O(ttm_slack_mib)).
   - It also says what one step of each knob buys, and with O(target_tokens) the host-pool
     ladder that would fund it.
+  - Every input has a plausible range, checked before anything is computed - a card's MiB at
+    most 1 TiB (1048576), a host's at most 64 TiB (67108864), O(max_num_seqs) at most 65536,
+    O(max_model_len) and O(kv_bytes_per_token) at most 2^24 - so a size given in bytes is refused
+    naming the field; the host-pool ladder may be at most 4096 rungs long.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:

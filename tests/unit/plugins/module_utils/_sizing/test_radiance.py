@@ -137,3 +137,23 @@ def test_the_filter_takes_the_modules_arguments_and_defaults():
         radiance_filter(given, hostpool=1)
     with pytest.raises(RadianceError, match="card_total_mib: expected a value"):
         radiance_filter({k: v for k, v in given.items() if k != "card_total_mib"})
+
+
+@pytest.mark.parametrize("change, field, bound", [
+    ({"plane_mib": 23 * 1024 ** 3}, "plane_mib", "an integer from 0 to 67108864 (MiB: was it written in bytes?)"),
+    ({"host_pool_mib": 10 ** 18}, "host_pool_mib", "an integer from 0 to 67108864"),
+    ({"card_total_mib": [26624, 27320 * MIB]}, "card_total_mib", "an integer from 1 to 1048576"),
+    ({"arena_mib": 2 * 1024 ** 2}, "arena_mib", "an integer from 0 to 1048576"),
+    ({"max_num_seqs": 10 ** 6}, "max_num_seqs", "an integer from 1 to 65536"),
+    ({"max_model_len": 2 ** 30}, "max_model_len", "an integer from 1 to 16777216"),
+])
+def test_a_term_beyond_its_range_is_refused_naming_the_bound(change, field, bound):
+    with pytest.raises(RadianceError) as refused:
+        radiance_budget(dict(TERMS, **change))
+    assert refused.value.field == field and refused.value.expected.startswith(bound)
+
+
+def test_a_host_pool_ladder_too_long_is_refused_before_it_is_climbed():
+    terms = dict(TERMS, host_pool_mib=1, plane_mib=60 * 1024 ** 2, target_tokens=10 ** 12)
+    with pytest.raises(RadianceError, match=r"^host_pool_mib: expected a pool within 4096 rungs of 1024 MiB"):
+        radiance_budget(terms)
