@@ -24,7 +24,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import e
 REPO = Path(__file__).resolve().parents[2]
 VLLM = REPO / "tests" / "twin" / "seat" / "vllm"
 sys.path.insert(0, str(VLLM.parent))
-from fakevllm.kv import Layout, Plan, PlanError  # noqa: E402  (the seat's own package)
+from fakevllm.kv import Layout, Plan, PlanError, capability  # noqa: E402  (the seat's own package)
 from fakevllm.model import Model  # noqa: E402
 ASR = REPO / "tests" / "twin" / "seat" / "asr-seat"
 DRIVER = REPO / "tests" / "twin" / "fakegpu" / "fakegpud.py"
@@ -746,6 +746,20 @@ def test_an_fp8_mla_seat_takes_flashmla_blocks_only_for_576_wide_latent_heads(kv
     planned = evaluate_kv_budget(model_config, 32768, 8 * GIB, kv_cache_dtype="fp8", max_num_seqs=256)
     assert planned["block_size"] == block_size
     assert plan.tokens == planned["kv_cache_tokens"]
+
+
+@pytest.mark.parametrize("card, profile", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA L40S", "l40s"),
+                                           ("NVIDIA A100-SXM4-80GB", "a100")])
+@pytest.mark.parametrize("name, kv_dtype", [("qwen3-8b", "auto"), ("deepseek-v2-lite", "fp8"),
+                                            ("qwen3-next-80b", "auto"), ("qwen3-next-80b", "fp8")])
+def test_the_seat_sizes_as_the_plan_does_for_the_card_it_simulates(card, profile, name, kv_dtype):
+    """The stand-in follows the card's compute capability (an L40S has no FlashInfer GDN prefill
+    and no FlashMLA), as the plan follows llmfleet_gpu_profile."""
+    layout = Layout(Model(name, "/nonexistent", REFERENCE_MODELS[name]), kv_dtype, sm=capability(card))
+    planned = evaluate_kv_budget(REFERENCE_MODELS[name], 32768, 8 * GIB, kv_cache_dtype=kv_dtype, max_num_seqs=256,
+                                 gpu=profile)
+    assert layout.block_size == planned["block_size"]
+    assert Plan(layout, 8 * GIB, 32768, 256, True).tokens == planned["kv_cache_tokens"]
 
 
 def test_a_gpu_that_falls_off_the_bus_kills_the_engine(gpus, seats, models):

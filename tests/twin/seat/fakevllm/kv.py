@@ -15,6 +15,15 @@ import math
 GIB = 2 ** 30
 DEFAULT_BLOCK_SIZE = 16
 GDN_CHECKPOINT_ALIGNMENT = 64   # FlashInfer GDN prefill (SM90; SM100/120 with CUDA 13)
+HOPPER = 90
+# torch.cuda.get_device_capability of the cards the twin simulates, by name (major*10+minor):
+# the backends vLLM picks, and so its block sizes and alignments, follow it.
+_CAPABILITIES = (("H100", 90), ("H200", 90), ("B200", 100), ("RTX PRO 6000", 120), ("A100", 80), ("L40", 89))
+
+
+def capability(card_name: str) -> int:
+    """The compute capability of a card by its name; Hopper's for a card the twin does not know."""
+    return next((sm for part, sm in _CAPABILITIES if part in card_name), HOPPER)
 MLA_HEAD = "mla"
 _KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1}
 _STATE_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}
@@ -44,9 +53,10 @@ class Layout:
     """The per-rank KV layout of a model: block size, groups and their pages."""
 
     def __init__(self, model, kv_cache_dtype="auto", tensor_parallel_size=1, block_size=None,
-                 enable_prefix_caching=True, max_num_batched_tokens=8192):
+                 enable_prefix_caching=True, max_num_batched_tokens=8192, sm=HOPPER):
         text = model.text
         self.model = model
+        self.sm = sm
         self.tp = tensor_parallel_size
         self.kv_dtype_bytes = self._kv_dtype_bytes(model, kv_cache_dtype)
         self.prefix_caching = enable_prefix_caching
@@ -136,7 +146,7 @@ class Layout:
 
     def _block_size(self, user_block_size, kv_cache_dtype):
         if self.mla and kv_cache_dtype.startswith("fp8") and self.mla_head == 576 \
-                and (user_block_size or 64) % 64 == 0:
+                and (user_block_size or 64) % 64 == 0 and self.sm == HOPPER:
             block = user_block_size or 64    # FLASHMLA on Hopper: FLASH_ATTN_MLA has no fp8
         else:  # FlashAttention MLA, or Triton MLA for other heads or a block FlashMLA cannot split
             block = user_block_size or DEFAULT_BLOCK_SIZE
@@ -146,12 +156,18 @@ class Layout:
         alignment = max(DEFAULT_BLOCK_SIZE, block)
         if self.mla:
             alignment = max(alignment, 128)
-        if self.prefix_caching:
+        if self.prefix_caching and self._gdn_checkpoints():
             alignment = alignment * GDN_CHECKPOINT_ALIGNMENT // math.gcd(alignment, GDN_CHECKPOINT_ALIGNMENT)
         attention_block = alignment * cdiv(self.mamba_page, alignment * self.token_bytes)
         attention_block = DEFAULT_BLOCK_SIZE * cdiv(attention_block, DEFAULT_BLOCK_SIZE)
         self.aligned_block_size = attention_block if block < attention_block else None
         return max(block, attention_block)
+
+    def _gdn_checkpoints(self):
+        """FlashInfer's GDN prefill, which checkpoints every 64 tokens, runs on SM90, and on
+        SM100/SM120 for 128-wide keys; other cards (an L40S) prefill with Triton."""
+        family = self.sm // 10
+        return family == 9 or (family in (10, 12) and int(self.model.text["linear_key_head_dim"]) == 128)
 
     def _groups(self, kinds):
         """v1/core/kv_cache_planning.py get_kv_cache_groups: one group when every layer has
@@ -177,7 +193,9 @@ class Layout:
         if kind == "sliding":
             return cdiv(min(self.window - 1 + self.in_flight_tokens, max_model_len),
                         self.kind_block_size[kind]) + 1
-        return 3 if self.prefix_caching else 1   # mamba: align mode keeps 2 + a checkpoint
+        if not self.prefix_caching:
+            return 1
+        return 3 if self._gdn_checkpoints() else 2   # mamba: align mode keeps 2 (+ a checkpoint)
 
     def blocks_per_request(self, max_model_len):
         return sum(self.pages_per_request(group[0], max_model_len) for group in self.groups)

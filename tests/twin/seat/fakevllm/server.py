@@ -24,7 +24,7 @@ from .chat import Generation, RequestError, prompt_tokens
 from .engine import Settings, start_engine
 from .gpu import Driver, NoDevice
 from .knobs import KnobError, Knobs, seat_environment
-from .kv import Layout, NotModelled
+from .kv import Layout, NotModelled, capability
 from .logs import Logger, stderr, stdout, traceback_text
 from .model import Model, ModelError
 
@@ -230,7 +230,7 @@ class ApiServer:
                       % batched)
         prefix_caching = True if args.enable_prefix_caching is None else args.enable_prefix_caching
         layout = Layout(model, args.kv_cache_dtype, args.tensor_parallel_size, args.block_size,
-                        prefix_caching, batched)
+                        prefix_caching, batched, capability(devices[0]["name"]))
         knobs = self.knobs
         weights = knobs.weights_bytes if knobs.weights_bytes is not None else model.weights_bytes()
         activation = knobs.activation_mib if knobs.activation_mib is not None else max(
