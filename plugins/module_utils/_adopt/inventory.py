@@ -316,8 +316,8 @@ def _is(value, kind):
 
 
 def _check(host, containers, cards):
-    if not isinstance(cards, dict) or not isinstance(cards.get("gpus"), list):
-        raise AdoptError("host %s: cards: expected a gpu_info result with gpus" % host)
+    if not isinstance(cards, dict) or not isinstance(cards.get("gpus"), list) or not isinstance(cards.get("source"), str):
+        raise AdoptError("host %s: cards: expected a gpu_info result with its source and gpus" % host)
     for number, gpu in enumerate(cards["gpus"]):
         bad = [field for field, kind in _GPU_TYPES.items() if not isinstance(gpu, dict) or not _is(gpu.get(field), kind)]
         processes = gpu.get("processes", []) if isinstance(gpu, dict) else None
@@ -379,8 +379,9 @@ def adopted_inventory(host, containers, cards, now=None):
                          if field in seat}
             if isinstance(seat.get("max_model_len"), int):
                 ran[name]["max_model_len"] = seat["max_model_len"]
-        if not record.get("managed_seat"):
-            # the hand-over: the first window stops it and starts the seat as the collection's
+        if not record.get("managed_seat") and not record.get("systemd_unit"):
+            # the hand-over: the first window stops it and starts the seat as the collection's (a
+            # unit's container is not: its unit would start it again; the note says to disable it)
             seat["take_over"] = True
             projects.setdefault(record.get("compose_project") or "", []).append(name)
         _runtime(seat, record, is_vllm, notes.append)
@@ -413,8 +414,9 @@ def adopted_inventory(host, containers, cards, now=None):
     if not seats:
         notes.append("no container uses a GPU of this host: llmfleet_seats is empty")
     notes = [_CONTROL_RE.sub(" ", note) for note in notes]
-    return {"host_vars": host_vars, "files": files, "notes": notes,
-            "host_vars_text": _host_vars_text(host, host_vars, notes, now)}
+    text = _host_vars_text(host, host_vars, notes, now)
+    # the variables as plain data: which strings are adopt's own templates only the text says
+    return {"host_vars": json.loads(json.dumps(host_vars)), "files": files, "notes": notes, "host_vars_text": text}
 
 
 def _gpu_profile(host_vars, note):

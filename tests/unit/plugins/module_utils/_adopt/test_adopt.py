@@ -187,13 +187,16 @@ def test_the_starting_inventory_plans_as_it_is(tmp_path):
                     "model": "/srv/models/qwen3-8b", "max_model_len": 8192, "port": 8201,
                     "served_model_names": ["chat"],
                     "model_config": "models/gpu7/chat/config.json", "weights_bytes": "15623MiB",
+                    "environment": {"GREETING": "{{ lookup('pipe', 'id') }}"},
                     "secret_environment": {"HF_TOKEN": "{{ vault_chat_hf_token }}"}}
     assert coder["name"] == "coder" and coder["container_name"] == "Coder_1"
     assert coder["kv_cache_memory_bytes"] == "4GiB" and coder["port"] == 8202
     assert asr == {"name": "asr", "image": "vllm/vllm-openai:v0.33.0", "current_gpu": GPU1, "engine": "fixed",
-                   "memory_cap_bytes": "3700MiB", "port": 8203, "container_port": 9000}
-    assert "hf_do_not_copy" not in json.dumps(adopted) and "lookup" not in json.dumps(adopted)
-    assert "seat chat: environment GREETING hold Jinja markers; left out: set them by hand" in notes
+                   "memory_cap_bytes": "3700MiB", "port": 8203, "container_port": 9000, "bind_address": "0.0.0.0"}
+    assert "hf_do_not_copy" not in json.dumps(adopted)
+    assert "GREETING: !unsafe \"{{ lookup('pipe', 'id') }}\"" in adopted["host_vars_text"], "kept as data"
+    assert "seat chat: environment.GREETING hold Jinja markers; written !unsafe (kept as text, never templated): " \
+           "check it is what the seat should run" in notes
     assert any(note.startswith("seat chat: ran util-sized (--gpu-memory-utilization 0.3)") for note in notes)
     assert any("vault_chat_hf_token" in note for note in notes)
     assert "seat asr: publishes no port; set port and container_port" not in notes
@@ -260,8 +263,10 @@ def test_young_seats_get_no_plateau_and_no_gpu_no_seat(tmp_path):
 
 
 def test_a_reading_that_is_not_one_is_refused():
-    with pytest.raises(AdoptError, match="host gpu7: cards: expected a gpu_info result with gpus"):
+    with pytest.raises(AdoptError, match="host gpu7: cards: expected a gpu_info result with its source and gpus"):
         adopted_inventory("gpu7", [], {"gpus": "none"})
+    with pytest.raises(AdoptError, match="host gpu7: cards: expected a gpu_info result with its source and gpus"):
+        adopted_inventory("gpu7", [], {"gpus": []})
 
 
 VALUES = [None, True, 0, -1, 2 ** 70, 1.5, "", "x", "{{ x }}", "a\nb", "/", [], ["x"], {}, {"a": 1}, [{}]]
