@@ -364,6 +364,7 @@ CASES = [
                          (["-dcp", "2"], "--decode-context-parallel-size"))],
     ("extra_args a dotted plan flag", seat(0, extra_args=["--max-model-len.x", "1"]), "expected flags the plan does not set (--max-model-len"),
     ("extra_args an uppercase flag", seat(0, extra_args=["--Max-Model-Len", "1"]),
+    ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
      "llmfleet_seats[0].extra_args: expected a flag in lowercase words"),
     ("extra_args a long flag with one dash", seat(0, extra_args=["-max-model-len", "1"]),
      "llmfleet_seats[0].extra_args: expected a short flag such as -q, or --max-model-len with two dashes"),

@@ -269,7 +269,7 @@ def _release(check, where, raw, seat):
 def _json_safe(value):
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested deeper than Python recurses
         return False
     return all(isinstance(key, str) for key in value)
 
