@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -62,6 +63,9 @@ START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
     {"name": "Start each project", "ansible.builtin.command": {
         "cmd": "docker compose up --detach --wait --wait-timeout 120", "chdir": "/srv/compose/{{ item }}"},
      "loop": ["chat", "coder", "asr"], "changed_when": True},
+    {"name": "Wait until every seat answers (the ASR tenant holds its memory from then on)",
+     "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
+     "register": "up", "until": "up.status == 200", "retries": 120, "delay": 1, "loop": [8211, 8212, 8213]},
 ]}]
 
 
@@ -196,3 +200,75 @@ def test_the_handover(handover):
     assert section["plan"]["moves"] == []
     assert state("twin1")["containers"] == now["containers"]
     assert "changed=0" in again.stdout.split("PLAY RECAP")[-1]
+
+
+# A second operator, on twin2: one compose project of their own name holding two seats under
+# /srv/stacks/llm (not the collection's directory), and a container started with docker run.
+B_GPU1, B_GPU2 = "GPU-7a1c0002-0000-4000-8000-000000000001", "GPU-7a1c0002-0000-4000-8000-000000000002"
+STACK = {"name": "llm", "services": {
+    "qwen": {"image": "vllm/vllm-openai:v0.33.0", "restart": "always",
+             "command": ["/srv/models/qwen3-8b", "--served-model-name", "qwen", "--port", "8000",
+                         "--max-model-len", "8192", "--kv-cache-memory-bytes", "4G"],
+             "ports": ["9300:8000"], "volumes": ["/srv/models:/srv/models:ro"], "deploy": _device(B_GPU1)},
+    "whisper": {"image": "llmfleet/asr-seat:twin", "restart": "always", "ports": ["9301:8000"],
+                "deploy": _device(B_GPU2)},
+}}
+START_B = [{"hosts": "twin2", "gather_facts": False, "tasks": [
+    {"name": "Make the stack's directory", "ansible.builtin.file": {
+        "path": "/srv/stacks/llm", "state": "directory", "mode": "0755"}},
+    {"name": "Write the stack", "ansible.builtin.copy": {
+        "dest": "/srv/stacks/llm/docker-compose.yml", "mode": "0644", "content": "{{ stack | to_nice_yaml }}"}},
+    {"name": "Start the stack", "ansible.builtin.command": {
+        "cmd": "docker compose up --detach --wait --wait-timeout 120", "chdir": "/srv/stacks/llm"},
+     "changed_when": True},
+    {"name": "Start the embedder by hand", "ansible.builtin.command": {"argv": [
+        "docker", "run", "--detach", "--name", "embedder", "--restart", "always", "--publish", "9302:8000",
+        "--gpus", "device=" + B_GPU1, "llmfleet/asr-seat:twin"]}, "changed_when": True},
+    {"name": "Wait until every seat answers", "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
+     "register": "up", "until": "up.status == 200", "retries": 120, "delay": 1, "loop": [9300, 9301, 9302]},
+]}]
+
+
+def test_a_second_operators_host_goes_through_the_same_way(handover):
+    root = handover["root"] / "operator-b"
+    start = handover["root"] / "start-b.yml"
+    start.write_text(yaml.safe_dump(START_B, sort_keys=False))
+    started = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", handover["twin"],
+                           str(start), "-e", json.dumps({"stack": STACK})])
+    assert started.returncode == 0, started.stdout[-4000:] + started.stderr[-2000:]
+    adopted = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", handover["twin"],
+                           "playbooks/adopt.yml", "-e", "target=twin2", "-e", "adopt_output=%s" % root])
+    assert adopted.returncode == 0, adopted.stdout[-4000:] + adopted.stderr[-2000:]
+    (root / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {"twin2": None}}}))
+    shutil.copytree(FLEET / "group_vars", root / "group_vars")
+    b = {"root": root, "twin": handover["twin"], "inventory": root, "host_vars": root / "host_vars" / "twin2.yml"}
+    docker = fleet.find_host("twin2").docker
+
+    def containers():
+        out = docker(["ps", "-a", "--format", '{{.Names}} {{.State}} {{.Label "io.llmfleet.seat"}}']).stdout
+        return {fields[0]: tuple(fields[1:]) for fields in (line.split(" ") for line in out.splitlines())}
+
+    before = containers()
+    assert before == {"llm-qwen-1": ("running", ""), "llm-whisper-1": ("running", ""), "embedder": ("running", "")}
+
+    # a failed first window puts the stack and the docker-run container back as they ran
+    _seats(b, environment={"qwen": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    failed = rebalance(root / "hosts.yml", handover["twin"], handover["root"] / "b-failed", "-e", "target=twin2",
+                       check=False)
+    assert failed.returncode != 0
+    section = report_of(handover["root"] / "b-failed")["hosts"]["twin2"]
+    assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
+    wait_for(lambda: containers() == before, what="twin2's containers as before")
+    assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", "embedder"]).stdout.strip() == "always"
+
+    # the hand-over
+    _seats(b, environment={"qwen": {}})
+    rebalance(root / "hosts.yml", handover["twin"], handover["root"] / "b-applied", "-e", "target=twin2")
+    now = containers()
+    assert now["embedder"] == ("running", "embedder"), "the collection's embedder seat"
+    assert now["embedder-before-llmfleet"][0] == "exited", "the hand-started one, kept aside"
+    assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}",
+                   "embedder-before-llmfleet"]).stdout.strip() == "no", "it cannot come back beside the seat"
+    assert now["llm-qwen-1"] == ("running", "qwen") and now["llm-whisper-1"] == ("running", "whisper")
+    assert fleet.find_host("twin2").path("/srv/stacks/llm/docker-compose.yml") and Path(
+        fleet.find_host("twin2").path("/srv/stacks/llm/docker-compose.yml")).is_file(), "their files stay"

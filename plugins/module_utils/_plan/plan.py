@@ -334,6 +334,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
                         % (host, len(check.errors) + len(problems), "\n- ".join(check.errors + problems)))
     names = {seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
+    current_warnings = _current_from_cards(spec, cards)
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
 
     problems, window_warnings = _window(spec, sized, cards)
@@ -371,9 +372,36 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
         if engine_of(seat).KEEPS_OWN_HEADROOM:
             placed["assignment"][seat["name"]] = _one_or_list(seat["gpu"])
     plan = _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
-    plan["warnings"] = window_warnings + plan["warnings"]
+    plan["warnings"] = current_warnings + window_warnings + plan["warnings"]
     plan["retire"] = spec["retire"]
     return plan
+
+
+def _current_from_cards(spec, cards):
+    """Set each seat's ``current_gpu`` from what the cards show it holding (its container, the
+    collection's or a hand-started compose service of its name), so moves are counted from the
+    host, not from the inventory. A live reading that does not show a seat means it does not run
+    (it boots; it does not move); a recorded snapshot that does not show it leaves the
+    inventory's ``current_gpu``. Returns a warning for each seat the two disagree on."""
+    if not cards:
+        return []
+    order = {gpu["uuid"]: gpu["index"] for gpu in spec["gpus"]}
+    held = seat_mib(cards.get("gpus", []))
+    live = cards.get("source") != "snapshot"
+    warnings = []
+    for seat in spec["seats"]:
+        shown = sorted((uuid for uuid in held.get(seat["name"], {}) if uuid in order), key=order.get) or None
+        written = seat["current_gpu"]
+        if shown is None and not live:
+            continue
+        if written and set(written) != set(shown or []):
+            warnings.append("seat %s: current_gpu says GPU %s, but the cards show it %s; moves are counted from "
+                            "the cards" % (seat["name"], ", ".join(str(order[u]) for u in written),
+                                           "on GPU %s" % ", ".join(str(order[u]) for u in shown) if shown
+                                           else "running nowhere"))
+        seat["current_gpu"] = shown
+        seat["held_now_mib"] = sum(held.get(seat["name"], {}).values()) if shown else None
+    return warnings
 
 
 def _window(spec, sized, cards):
@@ -445,7 +473,7 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
             "gpu_indices": [index[uuid] for uuid in gpus],
             "current_gpus": seat["current_gpu"] or [],
             "moved": seat["name"] in placed["moves"],
-            "container": seat["container_name"], "port": seat["port"],
+            "container": seat["container_name"], "port": seat["port"], "take_over": seat["take_over"],
             "health_path": seat["health_path"], "kv_rule": sizing["rule"],
             "gpu_memory_utilization": engine.boot_utilization(footprint["footprint_mib"],
                                                               boot_margin_mib, total),
@@ -456,6 +484,11 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
         }
         entry.update(footprint)
         entry.update(engine.planned(seat, sizing))
+        # as it runs now, beside the plan: what the cards show it holding, what its container ran
+        running = sizing.get("running") or {}
+        entry["now"] = {"gpus": seat["current_gpu"] or [], "held_mib": seat.get("held_now_mib"),
+                        "max_model_len": running.get("max_model_len"),
+                        "kv_cache_memory_bytes": running.get("kv_cache_memory_bytes")}
         plan_seats.append(entry)
 
     plan_gpus = []

@@ -15,6 +15,7 @@ import os
 from xml.sax.saxutils import escape
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import release_note
 
@@ -76,6 +77,17 @@ def plan_markdown(plan):
         lines.append("| %d | %s | %s | %s | %s | %s |" % (
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
+    lines += ["", "| seat | GPU now → planned | holds now → footprint MiB | context now → planned | "
+              "KV now → planned |", "|---|---|---|---|---|"]
+    index = {gpu["uuid"]: gpu["index"] for gpu in plan["gpus"]}
+    for seat in plan["seats"]:
+        now = seat.get("now") or {}
+        lines.append("| %s | %s → %s | %s → %s | %s → %s | %s → %s |" % (
+            seat["name"], ", ".join(str(index.get(u, u)) for u in now.get("gpus") or []) or "not running",
+            ", ".join(str(index.get(u, u)) for u in seat["gpus"]), _mib(now.get("held_mib")),
+            _mib(seat["footprint_mib"]), _mib(now.get("max_model_len")), _mib(seat.get("max_model_len")),
+            human_bytes(now["kv_cache_memory_bytes"], "GiB") if now.get("kv_cache_memory_bytes") else "-",
+            human_bytes(seat["kv_cache_memory_bytes"], "GiB") if seat.get("kv_cache_memory_bytes") else "-"))
     lines += ["", "| seat | runtime | image | exposure | KV arithmetic |", "|---|---|---|---|---|"]
     for seat in plan["seats"]:
         image = (seat.get("launch") or {}).get("image", "")

@@ -179,6 +179,10 @@ def test_moves_are_counted_from_the_cards_not_from_the_inventory(inventory):
     plan = build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
     seats = {s["name"]: s for s in plan["seats"]}
     assert seats["beta"]["current_gpus"] == ["GPU-b"] and seats["alpha"]["current_gpus"] == ["GPU-a"]
+    assert seats["beta"]["now"] == {"gpus": ["GPU-b"], "held_mib": 20480, "max_model_len": None,
+                                    "kv_cache_memory_bytes": None}, "as it runs now, beside the plan"
+    assert "| beta | 1 → %d | 20,480 → %s |" % (seats["beta"]["gpu_indices"][0], "{:,}".format(
+        seats["beta"]["footprint_mib"])) in plan_markdown(plan)
     assert plan["moves"] == sorted(name for name in ("alpha", "beta") if seats[name]["gpus"] != seats[name]["current_gpus"])
     assert "seat beta: current_gpu says GPU 0, but the cards show it on GPU 1; moves are counted from the cards" \
         in plan["warnings"]
