@@ -21,12 +21,12 @@ whose GPU has no room for it.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import seat_mib
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import load_json, loads_bounded
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib
 
 # CUDA context + NCCL/cuBLAS (~512 MiB), CUDA graphs (~512 MiB at vLLM's default capture sizes
@@ -39,6 +39,9 @@ DEFAULT_BOOT_OVERHEAD_MIB = 1536
 MIN_OVERHEAD_MIB = 512
 
 
+# The largest header a safetensors file may have (the format's own limit).
+SAFETENSORS_HEADER_MAX = 100 * 1000 * 1000
+
 class FootprintError(ValueError):
     """A footprint that cannot be counted; the message names the seat and what is missing."""
 
@@ -50,11 +53,12 @@ def safetensors_tensor_bytes(path):
     with open(path, "rb") as handle:
         prefix = handle.read(8)
         length = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else None
-        if length is None or length > size - 8:
+        # safetensors' own bound on a header: a larger length is no checkpoint's, and never read
+        if length is None or length > min(size - 8, SAFETENSORS_HEADER_MAX):
             raise FootprintError("%s: not a safetensors file (a git-lfs pointer or a partial "
                                  "download?); declare the seat's weights_bytes" % path)
         try:
-            header = json.loads(handle.read(length).decode("utf-8"))
+            header = loads_bounded(handle.read(length).decode("utf-8"))
             return sum(entry["data_offsets"][1] - entry["data_offsets"][0]
                        for name, entry in header.items() if name != "__metadata__")
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
@@ -68,11 +72,12 @@ def checkpoint_bytes(model_dir):
     neither is there."""
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.isfile(index):
-        with open(index) as handle:
-            try:
-                total = json.load(handle).get("metadata", {}).get("total_size")
-            except ValueError:
-                total = None
+        try:
+            document = load_json(index)
+        except ValueError:  # not JSON, or beyond the read caps: the headers are counted instead
+            document = None
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        total = metadata.get("total_size") if isinstance(metadata, dict) else None
         if isinstance(total, int) and total > 0:
             return total
     files = sorted(name for name in os.listdir(model_dir) if name.endswith(".safetensors")) \

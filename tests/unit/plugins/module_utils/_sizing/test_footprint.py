@@ -157,3 +157,17 @@ def test_boot_gate_for_seed_001s_gen():
     assert boot_gate_utilization(34558, 1024, 97887) == 0.37
     assert boot_gate_utilization(34558, 1500, 97887) == 0.37
     assert boot_gate_utilization(34558, 2000, 97887) == 0.38
+
+
+def test_a_safetensors_header_nested_deeper_than_the_cap_is_refused_not_a_recursion_error(tmp_path):
+    header = b"[" * 100000 + b"]" * 100000
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(FootprintError, match=r"the safetensors header cannot be read"):
+        checkpoint_bytes(str(tmp_path))
+
+
+def test_an_index_that_is_not_an_object_falls_back_to_the_headers(tmp_path):
+    (tmp_path / "model.safetensors.index.json").write_text("[]")
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    assert checkpoint_bytes(str(tmp_path)) == 4
