@@ -62,8 +62,10 @@ options:
         V(systemd)),
         C(port), C(gpus) (UUIDs, one per tensor-parallel rank), C(container), C(health_path),
         C(launch) (C(image), C(environment), C(volumes), C(command), C(health_interval),
-        C(health_start_period), and the engine's: for vLLM C(model), C(served_model_names),
-        C(tensor_parallel_size), C(kv_cache_dtype), the parsers, C(extra_args)...; for a fixed
+        C(health_start_period), C(bind_address) (the host address the port is published on,
+        default V(127.0.0.1)), C(networks) (C(name), C(external)), and the engine's: for vLLM
+        C(model), C(served_model_names), C(tensor_parallel_size), C(kv_cache_dtype), the parsers,
+        C(extra_args)...; for a fixed
         tenant C(container_port)); for vLLM the planned C(max_model_len),
         C(kv_cache_memory_bytes) and C(gpu_memory_utilization)."
       - With O(state=present), this or O(seats).
