@@ -110,7 +110,7 @@ def _with_secrets(seat, record, secrets_note):
 
 def _common_fields(name, record, gpus):
     seat = {"name": name, "engine": None, "image": record["image"]}
-    if record["name"] != name:
+    if record["name"] != name and not record.get("managed_seat"):  # the collection names its own
         seat["container_name"] = record["name"]
     seat["current_gpu"] = gpus[0] if len(gpus) == 1 else gpus
     environment = {k: v for k, v in sorted(record["environment"].items()) if k not in _GPU_VARIABLES}

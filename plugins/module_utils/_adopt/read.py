@@ -73,9 +73,9 @@ def _hub_snapshot(model, environment, mounts):
     if not _HUB_ID_RE.match(model) or ".." in model:
         return None, None, "%s is neither a path nor a Hugging Face id" % model
     hub = environment.get("HF_HUB_CACHE") or os.path.join(environment.get("HF_HOME") or _HF_HOME, "hub")
-    host_hub, root, why = _container_path(hub, mounts)
+    host_hub, root, _why = _container_path(hub, mounts)
     if host_hub is None:
-        return None, None, "the container mounts no Hugging Face cache at %s (%s)" % (hub, why)
+        return None, None, "the container mounts no Hugging Face cache at %s" % hub
     repo = os.path.join(host_hub, "models--" + model.replace("/", "--"))
     try:
         with open(os.path.join(repo, "refs", "main"), "rb") as handle:

@@ -261,15 +261,37 @@ def test_a_device_is_never_read(tmp_path):
     assert "not a regular file" in found["problem"]
 
 
-def test_a_skipped_config_is_not_copied_and_the_notes_say_why(tmp_path):
-    (tmp_path / "models").mkdir()
+def _climbing(tmp_path):
     _model_dir(tmp_path, "creds2")
-    record = container_record(_inspect("chat", ["vllm", "serve", "/mm/../creds2"],
-                                       mounts=[(str(tmp_path / "models"), "/mm")]), {}, NOW)
+    return "/mm/../creds2", "/mm/../creds2 climbs out of its directory (..); not followed"
+
+
+def _linked_out(tmp_path):
+    (tmp_path / "models" / "m").symlink_to(_model_dir(tmp_path, "outside"))
+    return "/mm/m", "/mm/m leads out of its mount (a link to %s); not followed" % (tmp_path / "outside")
+
+
+def _oversized(tmp_path):
+    _model_dir(tmp_path / "models", config='{"model_type": "x", "pad": "%s"}' % ("x" * CONFIG_LIMIT))
+    return "/mm/m", "over the %d a model config may have); skipped" % CONFIG_LIMIT
+
+
+def _not_a_config(tmp_path):
+    _model_dir(tmp_path / "models", config='{"aws_secret_access_key": "x"}')
+    return "/mm/m", "is not a model config (a JSON object with model_type or architectures); skipped"
+
+
+@pytest.mark.parametrize("case", [_climbing, _linked_out, _oversized, _not_a_config])
+def test_a_skipped_config_is_not_copied_and_the_notes_say_why(tmp_path, case):
+    (tmp_path / "models").mkdir()
+    model, why = case(tmp_path)
+    record = container_record(_inspect("chat", ["vllm", "serve", model], mounts=[(str(tmp_path / "models"), "/mm")]),
+                              {}, NOW)
     adopted = adopted_inventory("gpu7", [record], _cards(), now=NOW)
     assert adopted["files"] == {} and "model_config" not in adopted["host_vars"]["llmfleet_seats"][0]
-    assert "seat chat: model_config: /mm/../creds2 climbs out of its directory (..); not followed; nothing " \
-           "copied: copy its config.json beside the inventory and name it" in adopted["notes"]
+    assert any(note.startswith("seat chat: model_config: ") and why in note and note.endswith(
+        "; nothing copied: copy its config.json beside the inventory and name it") for note in adopted["notes"]), \
+        adopted["notes"]
 
 
 def test_a_hub_revision_that_climbs_is_refused(tmp_path):
@@ -314,7 +336,9 @@ def test_a_managed_seat_is_said_to_be_managed_and_nothing_else(tmp_path):
     record = container_record(_inspect("chat-chat-1", ["vllm", "serve", "/m", "--kv-cache-memory-bytes", "4G"],
                                        labels=labels), {}, NOW)
     record["systemd_unit"] = None
-    notes = adopted_inventory("gpu7", [record], _cards(), now=NOW)["notes"]
+    adopted = adopted_inventory("gpu7", [record], _cards(), now=NOW)
+    notes = adopted["notes"]
+    assert "container_name" not in adopted["host_vars"]["llmfleet_seats"][0], "the collection names its own"
     assert "seat chat: already run by this collection (its container chat-chat-1 is seat chat): adopted as it " \
            "runs, nothing to stop or take over" in notes
     assert not any("docker compose -p" in note or "systemctl disable" in note or "ran with" in note for note in notes)
