@@ -34,7 +34,8 @@ def ansible_env(extra: dict | None = None) -> dict:
         "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_HOST_KEY_CHECKING": "false",
+        # no ANSIBLE_HOST_KEY_CHECKING: host keys are checked, the twin's against the known_hosts
+        # its inventory names (a "false" here would put StrictHostKeyChecking=no before it)
         # Local runs use the venv's python (interpreter discovery would find pyenv shims);
         # inventories of remote hosts set their own ansible_python_interpreter.
         "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
