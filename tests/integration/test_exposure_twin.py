@@ -1,9 +1,10 @@
-"""A seat's exposure on the fleet twin: a window rebalances twin1 with one tenant published on
-the host alone (127.0.0.1) and joined to the gateway's external network, and another published on
-the host's own address; docker, the host's listening sockets and a client on each side say each
-seat is reachable where the inventory said and nowhere else, and the gates asked each one there.
-The seats are the fleet's ASR tenant (fixed seats: what is under test is the runtime's files and
-docker, not an engine)."""
+"""A seat's exposure on the fleet twin, in both runtimes: a window rebalances a host with one
+tenant published on the host alone (127.0.0.1) and joined to the gateway's external network, and
+another published on the host's own address; docker, the host's listening sockets and a client
+on each side say each seat is reachable where the inventory said and nowhere else, and the gates
+asked each one there. The seats are the fleet's ASR tenant (fixed seats: what is under test is the
+runtime's files and docker, not an engine); compose runs them on twin1, systemd on twin2.
+"""
 
 from __future__ import annotations
 
@@ -18,23 +19,25 @@ import yaml
 from support.rollout import FLEET, rebalance, report_of, twin_pair
 
 from twinlib import fleet
+from twinlib.sysroot import root_tarball
 
 pytestmark = [pytest.mark.twin, pytest.mark.slow]
 
 LOCAL_PORT, HOST_PORT = 8191, 8192
 
 
-def _fleet(root, address):
-    """The twin-pair fleet with twin1 running two tenants: ``local`` on 127.0.0.1 and the
-    gateway's network, ``lan`` on the host's own ``address``."""
+def _fleet(root, host, address, runtime):
+    """The twin-pair fleet with ``host`` running two tenants of ``runtime``: ``local`` on
+    127.0.0.1 and the gateway's network, ``lan`` on the host's own ``address``."""
     copy = root / "fleet"
     shutil.copytree(FLEET, copy)
-    path = copy / "host_vars" / "twin1.yml"
+    asr = next(seat for seat in yaml.safe_load((copy / "host_vars" / "twin1.yml").read_text())["llmfleet_seats"]
+               if seat["name"] == "asr")
+    path = copy / "host_vars" / ("%s.yml" % host)
     data = yaml.safe_load(path.read_text())
-    asr = next(seat for seat in data["llmfleet_seats"] if seat["name"] == "asr")
     data["llmfleet_seats"] = [
-        dict(asr, name="local", port=LOCAL_PORT, bind_address="127.0.0.1", networks=["gateway"]),
-        dict(asr, name="lan", port=HOST_PORT, bind_address=address, gpu=1),
+        dict(asr, name="local", port=LOCAL_PORT, bind_address="127.0.0.1", networks=["gateway"], runtime=runtime, gpu=0),
+        dict(asr, name="lan", port=HOST_PORT, bind_address=address, runtime=runtime, gpu=1),
     ]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return copy / "hosts.yml"
@@ -66,32 +69,44 @@ def _answers(address, port):
         return exc
 
 
-@pytest.fixture(scope="module")
-def window(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exposure")
-    with twin_pair() as twin_inventory:
-        twin1 = fleet.find_host("twin1")
-        made = twin1.docker(["network", "create", "gateway"])
+# compose on twin1; systemd on twin2, booted with systemd (its units run docker run)
+RUNS = {"compose": ("twin1", {}), "systemd": ("twin2", {"kind": "systemd"})}
+
+
+@pytest.fixture(scope="module", params=sorted(RUNS))
+def window(request, tmp_path_factory):
+    runtime = request.param
+    name, kind = RUNS[runtime]
+    if kind and not root_tarball().exists():
+        pytest.fail("no systemd host root: run scripts/install-system-deps (tests/twin/twin build-root)")
+    root = tmp_path_factory.mktemp("exposure-%s" % runtime)
+    spec = json.loads((FLEET / "spec.json").read_text())
+    for host in spec["hosts"]:
+        if host["name"] == name:
+            host.update(kind)
+    (root / "spec.json").write_text(json.dumps(spec))
+    with twin_pair(root / "spec.json") as twin_inventory:
+        host = fleet.find_host(name)
+        made = host.docker(["network", "create", "gateway"])
         assert made.returncode == 0, made.stderr
-        hosts = _fleet(root, twin1.address)
-        dry = rebalance(hosts, twin_inventory, root / "dry", "--check", "--diff", "-e", "target=twin1")
-        rebalance(hosts, twin_inventory, root / "applied", "-e", "target=twin1")
-        local, lan = _inspect(twin1, "local"), _inspect(twin1, "lan")
+        hosts = _fleet(root, name, host.address, runtime)
+        dry = rebalance(hosts, twin_inventory, root / "dry", "--check", "--diff", "-e", "target=%s" % name)
+        rebalance(hosts, twin_inventory, root / "applied", "-e", "target=%s" % name)
+        local, lan = _inspect(host, "local"), _inspect(host, "lan")
         yield {
-            "dry": dry, "report": report_of(root / "applied"), "local": local, "lan": lan,
-            "plan": (root / "dry" / "report.md").read_text(),
-            "listening": {port: _listening(twin1, port) for port in (LOCAL_PORT, HOST_PORT)},
-            "inside": _in_host(twin1, ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
-                                       "'http://127.0.0.1:%d/health', timeout=5).status)" % LOCAL_PORT]).strip(),
-            "outside": {"local": _answers(twin1.address, LOCAL_PORT), "lan": _answers(twin1.address, HOST_PORT)},
-            "networks": twin1.docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split(),
-            "address": twin1.address,
+            "runtime": runtime, "host": name, "dry": dry, "report": report_of(root / "applied"),
+            "local": local, "lan": lan, "plan": (root / "dry" / "report.md").read_text(),
+            "listening": {port: _listening(host, port) for port in (LOCAL_PORT, HOST_PORT)},
+            "inside": _in_host(host, ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                                      "'http://127.0.0.1:%d/health', timeout=5).status)" % LOCAL_PORT]).strip(),
+            "outside": {"local": _answers(host.address, LOCAL_PORT), "lan": _answers(host.address, HOST_PORT)},
+            "networks": host.docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split(),
+            "address": host.address,
         }
 
 
-
 def test_the_dry_run_shows_each_seats_exposure(window):
-    assert "SEAT_BIND='127.0.0.1'" in window["dry"].stdout, "the .env diff names the address"
+    assert "SEAT_BIND='127.0.0.1'" in window["dry"].stdout, "the variables file's diff names the address"
     assert "`127.0.0.1:%d`; networks: gateway (external)" % LOCAL_PORT in window["plan"]
     assert "`%s:%d` |" % (window["address"], HOST_PORT) in window["plan"]
     assert "all interfaces" not in window["plan"], "neither is on every interface"
@@ -115,8 +130,9 @@ def test_a_seat_on_the_hosts_own_address_is_reached_and_gated_there(window):
     assert lan["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": window["address"], "HostPort": str(HOST_PORT)}]}
     assert window["listening"][HOST_PORT] == [window["address"]]
     assert window["outside"]["lan"] == 200
-    assert sorted(lan["NetworkSettings"]["Networks"]) == ["lan_default"], "no networks listed: the project's own"
-    section = window["report"]["hosts"]["twin1"]
+    own = {"compose": ["lan_default"], "systemd": ["bridge"]}[window["runtime"]]
+    assert sorted(lan["NetworkSettings"]["Networks"]) == own, "no networks listed: the runtime's own"
+    section = window["report"]["hosts"][window["host"]]
     assert section["status"] == "applied", section.get("status")
     gates = [gate for gate in section["gates"] if gate.get("seat") in ("local", "lan")]
     assert gates and all(gate["ok"] for gate in gates), gates
