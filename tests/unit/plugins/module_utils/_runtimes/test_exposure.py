@@ -1,22 +1,26 @@
 """A seat's exposure: the address its port is published on and the networks it joins, from the
 inventory (checked, defaulting to the host alone) through both runtimes' files (read back by
 docker compose itself and by a shell running serve.sh) to the plan, which shows every seat's
-exposure and flags one published on all interfaces."""
+exposure and flags one published on all interfaces, and to the gates, which ask a seat there."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import BIND_ADDRESS
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import SeatHost
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
@@ -176,3 +180,32 @@ def test_the_plan_shows_each_seats_exposure_and_flags_all_interfaces(inventory):
     assert "- **published on all interfaces**: chat (0.0.0.0:9100)" in markdown
     narrow, _seats = plan_seat(inventory, bind_address="fd00::5")
     assert "`[fd00::5]:9100`" in plan_markdown(narrow) and "all interfaces" not in plan_markdown(narrow)
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_gates_ask_a_seat_at_the_address_it_is_published_on():
+    """A seat on 127.0.0.2 alone answers there; the gates' address (127.0.0.1) has nothing on
+    that port, so a gate that asked there would fail."""
+    server = http.server.HTTPServer(("127.0.0.2", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        host = SeatHost(docker=None, address="127.0.0.1")
+        seat = {"name": "chat", "port": port, "launch": {"bind_address": "127.0.0.2"}}
+        assert host.client(seat).call("GET", "/health") == (200, "ok")
+        with pytest.raises(Unreachable):
+            host.client(dict(seat, launch={"bind_address": "0.0.0.0"})).call("GET", "/health")
+        assert host.client(dict(seat, launch={"bind_address": "::"})).root == "http://[::1]:%d" % port
+        assert host.client(dict(seat, launch={"bind_address": "fd00::5"})).root == "http://[fd00::5]:%d" % port
+    finally:
+        server.shutdown()
+        server.server_close()
