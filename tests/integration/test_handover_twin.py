@@ -157,7 +157,7 @@ def test_the_handover(handover):
     said = " ".join(dry.stdout.split())  # the callback folds long lines
     assert "taken over (stopped first, brought back by a rollback): asr-asr-1 for seat asr" in said
     assert "chat-chat-1 for seat chat (seat chat: its compose project chat, its container name chat-chat-1, " \
-           "its GPU memory (compose service chat), its port 8211; removed, its compose files stay in " \
+           "its GPU memory (compose service chat), its port 8211; removed; compose project chat, its files in " \
            "/srv/compose/chat)" in said, said[said.find("taken over ("):][:1500]
     assert state("twin1") == before, "the dry run touched the host"
     failed, report_dir = _window(handover, "failed")
@@ -190,7 +190,10 @@ def test_the_handover(handover):
         kept = [name for name in now["files"] if name.startswith(project + "/compose.yaml.bak-")]
         assert len(kept) == 1 and now["files"][kept[0]] == before["files"][project + "/compose.yaml"], \
             "the hand-made compose.yaml of %s is kept as its dated backup" % project
-    assert any(a.startswith("taken over for good: chat-chat-1 removed") for a in section["actions"])
+    assert "taken over for seat chat: chat-chat-1 removed (compose project chat, its files in /srv/compose/chat)" \
+        in section["actions"], section["actions"]
+    report_md = (report_dir / "report.md").read_text()
+    assert "taken over for seat coder: coder-coder-1 stopped" in report_md, "the report says what was taken over"
     assert TOKEN not in applied.stdout + json.dumps(section)
 
     # 4. A second run changes nothing and moves nothing.

@@ -47,7 +47,7 @@ _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "secret_environment", "volumes", "command",
                 "health_path", "health_interval", "health_start_period", "runtime", "restart",
-                "allow_floating_image", "bind_address", "networks"}
+                "allow_floating_image", "bind_address", "networks", "take_over"}
 # Where a seat runs, and the restart policies each runtime knows.
 RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
                     "systemd": ("always", "on-failure", "no")}
@@ -290,6 +290,11 @@ def _runtime_fields(check, where, raw, seat, engine):
                    "restarts" % (" or ".join(r for r in RESTARTS_CLEAN_EXIT if r in RUNTIME_RESTARTS[runtime]),
                                  engine.NAME, restart), restart)
     seat["restart"] = restart
+    take_over = raw.get("take_over", False)
+    if not isinstance(take_over, bool):
+        check.fail(where, "take_over", "true or false (true: a container started outside the collection in the "
+                   "seat's place is stopped in the window and brought back by a rollback)", take_over)
+    seat["take_over"] = take_over is True
     allow = raw.get("allow_floating_image", False)
     if not isinstance(allow, bool):
         check.fail(where, "allow_floating_image", "true or false", allow)

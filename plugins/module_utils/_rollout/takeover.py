@@ -21,10 +21,15 @@ stay where they were) and a kept one no longer restarts with the engine.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
 
+# What compose itself accepts as a project and a service name.
+_PROJECT_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
+_SERVICE_RE = re.compile(r"\A[a-zA-Z0-9][a-zA-Z0-9._-]*\Z")
+_RESTART_POLICIES = ("no", "always", "unless-stopped", "on-failure")
 # A kept container whose name is the seat's steps aside under this suffix for the window.
 ASIDE_SUFFIX = "-before-llmfleet"
 STOP_TIMEOUT_S = 60
@@ -57,9 +62,12 @@ def _describe(container):
 
 
 def _can_recreate(container, exists=os.path.isfile):
-    """Whether compose can bring the container back from its own files on this host."""
+    """Whether compose can bring the container back from its own files on this host (names in
+    compose's own grammar, absolute paths that exist: what a label says is checked, not trusted)."""
     files = container["compose_config_files"]
-    return bool(container["compose_project"] and container["compose_service"] and container["compose_working_dir"]
+    return bool(_PROJECT_RE.match(container["compose_project"] or "")
+                and _SERVICE_RE.match(container["compose_service"] or "")
+                and os.path.isabs(container["compose_working_dir"] or "")
                 and files and all(os.path.isabs(path) and exists(path) for path in files))
 
 
@@ -117,19 +125,21 @@ def conflicts(host, seats, containers, listening=(), exists=os.path.isfile):
     return take_over, problems
 
 
+def _files_of(entry):
+    return "compose project %s, its files in %s" % (entry.get("compose_project"), entry.get("compose_working_dir"))
+
+
 # -- on the host -----------------------------------------------------------------------------------
 def _problem(rc, out, err):
     return None if rc == 0 else " ".join((err or out).split())[-500:] or "exit %d" % rc
 
 
 def _compose_args(entry):
-    args = ["compose", "--project-name", entry["compose_project"],
-            "--project-directory", entry["compose_working_dir"]]
-    for path in entry["compose_config_files"]:
-        args += ["--file", path]
-    for path in entry.get("compose_env_files") or []:
-        if os.path.isfile(path):
-            args += ["--env-file", path]
+    args = ["compose", "--project-name=" + entry["compose_project"],
+            "--project-directory=" + entry["compose_working_dir"]]
+    args += ["--file=" + path for path in entry["compose_config_files"]]
+    args += ["--env-file=" + path for path in entry.get("compose_env_files") or []
+             if os.path.isabs(path) and os.path.isfile(path)]
     return args
 
 
@@ -138,12 +148,18 @@ def step_aside(entries, docker, check_mode=False):
     ``(changed, actions, problems)``."""
     changed, actions, problems = False, [], []
     for entry in entries:
+        # by what the container is now: a run that takes over a dead run's journal repeats this
+        current = docker.inspect_one(entry["id"])
+        if current is None:
+            if entry["step_aside"] != "remove":
+                problems.append("%s: gone from the host before the window could stop it" % entry["name"])
+            continue
         steps = []
-        if entry["was_running"]:
-            steps.append((["stop", "--time", str(STOP_TIMEOUT_S), entry["id"]], "stopped"))
+        if (current.get("State") or {}).get("Status") in ("running", "restarting", "paused"):
+            steps.append((["stop", "--time=%d" % STOP_TIMEOUT_S, entry["id"]], "stopped"))
         if entry["step_aside"] == "remove":
-            steps.append((["rm", entry["id"]], "removed (its compose files stay in %s)" % entry["compose_working_dir"]))
-        elif entry["step_aside"] == "rename":
+            steps.append((["rm", entry["id"]], "removed (%s)" % _files_of(entry)))
+        elif entry["step_aside"] == "rename" and (current.get("Name") or "").lstrip("/") != entry["aside_name"]:
             steps.append((["rename", entry["id"], entry["aside_name"]], "renamed %s" % entry["aside_name"]))
         for args, done in steps:
             if check_mode:
@@ -154,7 +170,7 @@ def step_aside(entries, docker, check_mode=False):
                 problems.append("%s: docker %s: %s" % (entry["name"], args[0], problem))
                 break
             changed = True
-            actions.append("taken over: %s %s (for seat %s)" % (entry["name"], done, ", ".join(entry["seats"])))
+            actions.append("taken over for seat %s: %s %s" % (", ".join(entry["seats"]), entry["name"], done))
     return changed, actions, problems
 
 
@@ -196,8 +212,8 @@ def bring_back(entries, docker, wait_timeout, check_mode=False):
             if name_now != entry["name"]:
                 commands.append((["rename", current["Id"], entry["name"]], "renamed back"))
             restart = ((current.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
-            if restart != entry["restart"]:
-                commands.append((["update", "--restart", entry["restart"], current["Id"]],
+            if restart != entry["restart"] and entry["restart"] in _RESTART_POLICIES:
+                commands.append((["update", "--restart=" + entry["restart"], current["Id"]],
                                  "restart policy %s again" % entry["restart"]))
             running = (current.get("State") or {}).get("Status") in ("running", "restarting")
             if entry["was_running"] and not running:
@@ -229,9 +245,9 @@ def release(entries, docker, check_mode=False):
         if current is None:
             continue
         if entry["compose_project"] and _can_recreate(entry):
-            args, done = ["rm", entry["id"]], "removed (its compose files stay in %s)" % entry["compose_working_dir"]
+            args, done = ["rm", entry["id"]], "removed (%s)" % _files_of(entry)
         elif ((current.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name", "no") != "no":
-            args, done = ["update", "--restart", "no", entry["id"]], "kept, stopped, restart policy no"
+            args, done = ["update", "--restart=no", entry["id"]], "kept, stopped, restart policy no"
         else:
             continue
         if not check_mode:
@@ -249,7 +265,7 @@ def takeover_lines(entries):
     lines = []
     for entry in entries or []:
         if entry.get("step_aside") == "remove":
-            how = "removed, its compose files stay in %s" % entry.get("compose_working_dir")
+            how = "removed; %s" % _files_of(entry)
         elif entry.get("step_aside") == "rename":
             how = "stopped and kept as %s" % entry.get("aside_name")
         else:

@@ -64,7 +64,7 @@ def test_with_the_opt_in_it_is_removed_only_because_the_seats_project_would_repl
     assert entry["compose_config_files"] == ["/srv/compose/chat/compose.yaml"]
     assert takeover_lines(entries) == [
         "chat-chat-1 for seat chat (seat chat: its compose project chat, its GPU memory (compose service chat), "
-        "its port 9100; removed, its compose files stay in /srv/compose/chat)"]
+        "its port 9100; removed; compose project chat, its files in /srv/compose/chat)"]
 
 
 def test_another_projects_service_is_only_stopped_and_an_unrelated_port_holder_is_named():
