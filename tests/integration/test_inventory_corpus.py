@@ -364,6 +364,10 @@ CASES = [
       for value in ("", "two " + TOKEN, TOKEN + "'", 5, {"vault": TOKEN})],
     ("api_key and VLLM_API_KEY both", seat(0, api_key=TOKEN, secret_environment={"VLLM_API_KEY": TOKEN}),
      "llmfleet_seats[0].secret_environment.VLLM_API_KEY: expected one value (it is in environment and secret_environment, "
+    ("a cards snapshot reserving more than the card", cards(lambda name: dict(snapshot_doc(name), gpus=[
+        dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
+     "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),
+    ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
      "or is the api_key's), got <secret>"),
     ("api_key on a fixed seat", seat(2, api_key=TOKEN), "llmfleet_seats[2].api_key: expected a known field for a fixed seat (typo?), got <secret>"),
     # extra args that would override the plan through another door, or that vLLM refuses at boot

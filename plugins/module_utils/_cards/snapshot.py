@@ -90,6 +90,11 @@ def _check_gpu(gpu, where, path):
     for key in _GPU_OPTIONAL_INTS:
         value = gpu.get(key)
         _check(value is None or _is_int(value), path, "%s.%s" % (where, key), "a whole number or null", value)
+    # a card holds no more than its total: named here, not as the capacity derived from it
+    for key in ("memory_used_mib", "memory_free_mib", "memory_reserved_mib"):
+        value = gpu.get(key)
+        _check(value is None or value <= gpu["memory_total_mib"], path, "%s.%s" % (where, key),
+               "at most the card's memory_total_mib (%d)" % gpu["memory_total_mib"], value)
     processes = gpu.get("processes")
     _check(isinstance(processes, list), path, where + ".processes", "a list", processes)
     for number, process in enumerate(processes):

@@ -94,6 +94,11 @@ def broken(change):
     (broken(lambda d: d["gpus"][1]["processes"][0].update(pid=0)), "snapshot /p.json: gpus[1].processes[0].pid: expected a PID, got 0"),
     (broken(lambda d: d["gpus"][1]["processes"][0].update(compose_service=3)),
      "snapshot /p.json: gpus[1].processes[0].compose_service: expected a string or null, got 3"),
+    (broken(lambda d: d["gpus"][0].update(memory_reserved_mib=d["gpus"][0]["memory_total_mib"] + 1)),
+     "snapshot /p.json: gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib"),
+    (broken(lambda d: d["gpus"][0].update(memory_used_mib=10 ** 18)),
+     "snapshot /p.json: gpus[0].memory_used_mib: expected at most the card's memory_total_mib"),
+    ("[" * 100000, "snapshot /p.json: nested deeper than 64 levels"),
     (broken(lambda d: d["gpus"][1].update(uuid=d["gpus"][0]["uuid"])),
      "snapshot /p.json: gpus[1].uuid: GPU-5a1c0c6e-3b7e-4f1e-9c55-0f1d2e3c4b5a appears twice"),
 ])
