@@ -34,14 +34,17 @@ COMPOSE = {"name": "ops", "services": {
               "ports": ["8212:8000"], "volumes": ["/srv/models:/srv/models:ro"],
               "deploy": {"resources": {"reservations": {"devices": [
                   {"driver": "nvidia", "device_ids": [GPU2], "capabilities": ["gpu"]}]}}}},
-    "asr": {"image": "llmfleet/asr-seat:twin", "ports": ["8213:8000"],
+    # reached only through the gateway: on the host alone, on the gateway's own network
+    "asr": {"image": "llmfleet/asr-seat:twin", "ports": ["127.0.0.1:8213:8000"], "networks": ["gateway"],
             "deploy": {"resources": {"reservations": {"devices": [
                 {"driver": "nvidia", "device_ids": [GPU1], "capabilities": ["gpu"]}]}}}},
-}}
+}, "networks": {"gateway": {"external": True}}}
 START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
     {"name": "Make the project's directory", "ansible.builtin.file": {"path": "/srv/ops", "state": "directory", "mode": "0700"}},
     {"name": "Write the operator's own compose project", "ansible.builtin.copy": {
         "dest": "/srv/ops/compose.yaml", "content": yaml.safe_dump(COMPOSE, sort_keys=False), "mode": "0600"}},
+    {"name": "Make the gateway's network", "ansible.builtin.shell": {
+        "cmd": "docker network inspect gateway >/dev/null 2>&1 || docker network create gateway"}},
     {"name": "Start it", "ansible.builtin.command": {
         "cmd": "docker compose -f /srv/ops/compose.yaml up --detach --wait --wait-timeout 120"}},
     {"name": "Wait until both vLLM seats answer", "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
@@ -95,6 +98,9 @@ def test_the_host_is_adopted_as_it_runs(adopted):
     assert (coder["kv_cache_memory_bytes"], coder["tool_call_parser"], coder["current_gpu"]) == ("4GiB", "llama3_json", GPU2)
     assert asr["engine"] == "fixed" and asr["current_gpu"] == GPU1 and asr["memory_cap_bytes"] == "3840MiB"
     assert (asr["port"], asr["container_port"]) == (8213, 8000)
+    assert (asr["bind_address"], asr["networks"]) == ("127.0.0.1", [{"name": "gateway", "external": True}]), \
+        "published on the host alone, on the gateway's network: kept, never widened"
+    assert chat["bind_address"] == "0.0.0.0" and "networks" not in chat, "8211:8000 is every interface, kept so"
     text = (adopted["root"] / "inventory" / "host_vars" / "twin1.yml").read_text()
     assert "# - seat chat: ran util-sized (--gpu-memory-utilization 0.35)" in text
     assert "stop it (docker compose -p ops down)" in text
@@ -116,6 +122,9 @@ def test_the_plan_reads_the_adopted_inventory(adopted):
     kv = {seat["name"]: (seat["kv_rule"], seat["kv_mib"]) for seat in planned["seats"]}
     assert kv["coder"] == ("pinned 4 GiB", 4096), "the pin it ran with"
     assert kv["chat"][0] == "rule 1.25x", "the util-sized seat is sized by the rule"
+    markdown = (adopted["root"] / "plan" / "twin1-plan.md").read_text()
+    assert "`127.0.0.1:8213`; networks: gateway (external)" in markdown, "the plan shows the exposure adopt kept"
+    assert "`0.0.0.0:8211` **all interfaces**" in markdown
     assert not any(seat["moved"] for seat in planned["seats"]), "adopted where they run, and the plan keeps them there"
 
 
