@@ -25,6 +25,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot imp
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
+    NETWORK_NAME_RE,
     SEAT_NAME_RE,
     SECRET_NAME_RE,
 )
@@ -43,7 +44,6 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _VARIABLE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 # Variables the runtime sets from the seat's GPUs; carried over they would fight it.
 _GPU_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # docker's own networks: not ones a seat joins by name
 _DOCKER_NETWORKS = ("bridge", "host", "none")
 
@@ -154,7 +154,7 @@ def _exposure(seat, record, container_port, note):
     for network in record.get("networks") or []:
         if not isinstance(network, str) or network in _DOCKER_NETWORKS or (own and network == own + "default"):
             continue  # docker's own, or the one compose makes for every project
-        if not _NETWORK_RE.match(network):
+        if not NETWORK_NAME_RE.match(network):
             note("seat %s: joins a network whose name adopt does not write; left out: set networks" % name)
         elif own and network.startswith(own):
             note("seat %s: joins %s, a network of its compose project; left out: its seat joins the networks "

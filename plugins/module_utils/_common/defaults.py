@@ -64,3 +64,5 @@ MANAGED_LABEL = "io.llmfleet.seat"
 BIND_ADDRESS = "127.0.0.1"
 # The addresses that publish a port on every interface of the host.
 ALL_INTERFACES = ("0.0.0.0", "::")
+# A docker network's name (docker's own grammar), whole: it is a compose key and an argument.
+NETWORK_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")

@@ -34,6 +34,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
     KV_FACTOR,
+    NETWORK_NAME_RE,
     REDACTED,
     SECRET_NAME_RE,
     SEAT_NAME_EXPECTED,
@@ -72,7 +73,6 @@ _UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
 _CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
-_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
 # Not networks a seat joins: host and none replace the seat's network (host publishes every port
 # it listens on, on every interface); default is compose's name for the project's own.
 _NOT_JOINABLE = ("host", "none", "default")
@@ -329,7 +329,7 @@ def _exposure(check, where, raw, seat):
         if not isinstance(entry, dict) or set(entry) - _NETWORK_KEYS:
             check.fail(where, field, "a network name or {name: NAME, external: true|false}", network)
             continue
-        name = check.text(where, field + ".name", entry.get("name"), _NETWORK_RE,
+        name = check.text(where, field + ".name", entry.get("name"), NETWORK_NAME_RE,
                           "a docker network name (letters, digits, '_', '.', '-')")
         external = entry.get("external", True)
         if not isinstance(external, bool):

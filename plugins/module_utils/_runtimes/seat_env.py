@@ -23,6 +23,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     HEALTH_PATH_RE,
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
+    NETWORK_NAME_RE,
     REDACTED,
     SECRET_VAR_PREFIX,
     SEAT_NAME_EXPECTED,
@@ -34,7 +35,6 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam impo
 PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
 SECRET_CHANGED = "<secret changed>"
-_NETWORK_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 class Ref:
@@ -121,7 +121,7 @@ def networks(seat):
     joined = seat["launch"].get("networks") or []
     if not isinstance(joined, list) or not all(
             isinstance(n, dict) and set(n) == {"name", "external"} and isinstance(n["name"], str)
-            and _NETWORK_RE.match(n["name"]) and isinstance(n["external"], bool) for n in joined):
+            and NETWORK_NAME_RE.match(n["name"]) and isinstance(n["external"], bool) for n in joined):
         fail(seat, "launch.networks", "a list of {name: a docker network name, external: true|false}", joined)
     return joined
 
