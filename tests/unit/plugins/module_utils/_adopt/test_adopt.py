@@ -125,7 +125,7 @@ def test_a_container_reads_as_its_own_launch_without_its_secrets(tmp_path):
     assert "hf_do_not_copy" not in json.dumps(record)
     assert record["environment"] == {"VLLM_LOGGING_LEVEL": "INFO"}, "the image's own PATH is not the seat's"
     assert record["secret_environment"] == ["HF_TOKEN"]
-    assert record["ports"] == [{"container_port": 8000, "host_port": 8201, "protocol": "tcp"}]
+    assert record["ports"] == [{"container_port": 8000, "host_port": 8201, "host_ip": "", "protocol": "tcp"}]
     assert record["gpu_device_ids"] == [GPU0] and record["restart_policy"] == "unless-stopped"
     assert record["running_s"] == int((NOW - datetime.datetime(2026, 11, 29, 8, tzinfo=datetime.timezone.utc)).total_seconds())
     model = record["model"]
@@ -177,7 +177,7 @@ def _records(tmp_path, started="2026-11-29T08:00:00Z"):
 
 
 def test_the_starting_inventory_plans_as_it_is(tmp_path):
-    cards = _cards({1: [{"pid": 7, "used_mib": 3700, "container": "asr"}]})
+    cards = _cards({1: [{"pid": 7, "used_mib": 3700, "container": "asr", "compose_service": "asr"}]})
     adopted = adopted_inventory("gpu7", _records(tmp_path), cards, now=NOW)
     host_vars, notes = adopted["host_vars"], adopted["notes"]
     assert [g["uuid"] for g in host_vars["llmfleet_gpus"]] == [GPU0, GPU1]
@@ -185,14 +185,15 @@ def test_the_starting_inventory_plans_as_it_is(tmp_path):
     assert chat == {"name": "chat", "image": "vllm/vllm-openai:v0.33.0", "current_gpu": GPU0,
                     "volumes": ["%s:/srv/models:ro" % (tmp_path / "models")], "engine": "vllm",
                     "model": "/srv/models/qwen3-8b", "max_model_len": 8192, "port": 8201,
-                    "served_model_names": ["chat"],
+                    "bind_address": "0.0.0.0", "served_model_names": ["chat"],
                     "model_config": "models/gpu7/chat/config.json", "weights_bytes": "15623MiB",
                     "environment": {"GREETING": "{{ lookup('pipe', 'id') }}"},
-                    "secret_environment": {"HF_TOKEN": "{{ vault_chat_hf_token }}"}}
+                    "secret_environment": {"HF_TOKEN": "{{ vault_chat_hf_token }}"}, "take_over": True}
     assert coder["name"] == "coder" and coder["container_name"] == "Coder_1"
     assert coder["kv_cache_memory_bytes"] == "4GiB" and coder["port"] == 8202
     assert asr == {"name": "asr", "image": "vllm/vllm-openai:v0.33.0", "current_gpu": GPU1, "engine": "fixed",
-                   "memory_cap_bytes": "3700MiB", "port": 8203, "container_port": 9000, "bind_address": "0.0.0.0"}
+                   "memory_cap_bytes": "3700MiB", "port": 8203, "container_port": 9000, "bind_address": "0.0.0.0",
+                   "take_over": True}
     assert "hf_do_not_copy" not in json.dumps(adopted)
     assert "GREETING: !unsafe \"{{ lookup('pipe', 'id') }}\"" in adopted["host_vars_text"], "kept as data"
     assert "seat chat: environment.GREETING hold Jinja markers; written !unsafe (kept as text, never templated): " \
@@ -214,8 +215,9 @@ def test_the_starting_inventory_plans_as_it_is(tmp_path):
              for seat in host_vars["llmfleet_seats"]]
     assert inventory_problems("gpu7", host_vars["llmfleet_gpus"], seats) == []
     plan = build_plan("gpu7", host_vars["llmfleet_gpus"], seats, inventory_dir=str(inventory), cards=cards)
-    current = {seat["name"]: seat["current_gpu"] for seat in host_vars["llmfleet_seats"]}
-    assert sorted(plan["moves"]) == sorted(seat["name"] for seat in plan["seats"] if seat["gpus"] != [current[seat["name"]]])
+    shown = {"asr": GPU1}  # moves count from the cards, which show only asr (its compose service)
+    assert sorted(plan["moves"]) == sorted(seat["name"] for seat in plan["seats"]
+                                           if seat["name"] in shown and seat["gpus"] != [shown[seat["name"]]])
     assert {seat["name"]: seat["footprint_mib"] for seat in plan["seats"]}["asr"] == 3700
 
 
