@@ -302,14 +302,17 @@ def free_mib_by_uuid(reading):
     return {gpu["uuid"]: gpu.get("memory_free_mib") for gpu in reading_gpus(reading, "gpu_free_mib_by_uuid")}
 
 
-def seat_mib(reading, compose_project=None):
+def seat_mib(reading, compose_project=None, containers=None):
     """``{seat: {uuid: MiB}}``: what each seat holds on each GPU (a TP seat spans several), from
     the processes attributed to a seat's container (the collection's label, whatever runtime
-    started it) or else to a compose service; ``compose_project`` limits it to one project."""
+    started it), else to a compose service, else to a container ``containers`` names
+    (``{container name: seat}``: one started with docker run); ``compose_project`` limits it to
+    one project."""
     seats = {}
     for gpu in reading_gpus(reading, "gpu_seat_mib"):
         for process in gpu.get("processes") or []:
-            service = process.get("seat") or process.get("compose_service")
+            service = process.get("seat") or process.get("compose_service") or (containers or {}).get(
+                process.get("container"))
             if not service or process.get("used_mib") is None:
                 continue
             if compose_project is not None and process.get("compose_project") != compose_project:

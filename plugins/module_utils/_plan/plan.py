@@ -67,7 +67,7 @@ class PlanError(ValueError):
     """A plan that cannot be made; the message names the host, the seat and the reason."""
 
 
-def _card_memory(host, gpus, reading, names, what):
+def _card_memory(host, gpus, reading, names, what, containers=None):
     """Per GPU UUID from a gpu_info reading: total, reserved, and memory not ours (used less what
     the plan's seats hold)."""
     if not reading:
@@ -78,7 +78,7 @@ def _card_memory(host, gpus, reading, names, what):
         shown = ", ".join(sorted(by_uuid)) or "no GPU"
         raise PlanError("host %s: the %s has no GPU %s; it shows %s. Are the inventory's UUIDs "
                         "this host's (llmfleet_gpus)?" % (host, what, ", ".join(missing), shown))
-    held = seat_mib(reading.get("gpus", []))
+    held = seat_mib(reading.get("gpus", []), containers=containers)
     memory = {}
     for gpu in gpus:
         card = by_uuid[gpu["uuid"]]
@@ -333,9 +333,11 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
         raise PlanError("host %s: %d problem(s) before planning:\n- %s"
                         % (host, len(check.errors) + len(problems), "\n- ".join(check.errors + problems)))
     names = {seat["name"] for seat in spec["seats"]}
-    now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards")
+    # a container started with docker run is its seat's by the seat's container name
+    containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
+    now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards", containers)
     current_warnings = _current_from_cards(spec, cards)
-    at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot")
+    at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot", containers)
 
     problems, window_warnings = _window(spec, sized, cards)
     if problems:
@@ -386,7 +388,7 @@ def _current_from_cards(spec, cards):
     if not cards:
         return []
     order = {gpu["uuid"]: gpu["index"] for gpu in spec["gpus"]}
-    held = seat_mib(cards.get("gpus", []))
+    held = seat_mib(cards.get("gpus", []), containers={seat["container_name"]: seat["name"] for seat in spec["seats"]})
     live = cards.get("source") != "snapshot"
     warnings = []
     for seat in spec["seats"]:

@@ -203,3 +203,13 @@ def test_a_seat_that_cannot_be_sized_is_named_with_the_other_problems_at_once(in
     message = str(refused.value)
     assert message.startswith("host h1: 2 problem(s) before planning:"), message
     assert "seat_plan_plateau_kv_planned" in message and "seat lost" in message, message
+
+
+def test_a_container_started_with_docker_run_is_its_seats_by_container_name(inventory):
+    cards = _holding({})
+    cards["gpus"][0]["processes"] = [{"used_mib": 3840, "container": "asr", "compose_service": None}]
+    cards["gpus"][0]["memory_used_mib"] = 3840
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
+    asr = next(s for s in plan["seats"] if s["name"] == "asr")
+    assert asr["now"]["gpus"] == ["GPU-a"] and asr["now"]["held_mib"] == 3840
+    assert plan["gpus"][0]["background_mib"] == 0, "its memory is the seat's, not another tenant's"
