@@ -37,6 +37,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import G
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
 
 PLATEAU_SECONDS = 24 * 3600  # "headroom at plateau": a day after boot
+MAX_FIELD_DEPTH = 16  # default_chat_template_kwargs and the like are a level or two deep
 # What Ansible would template, were the text not written !unsafe (host_vars_file): a note says
 # where a host's text holds it.
 _TEMPLATE_RE = re.compile(r"\{\{|\{%|\{#")
@@ -181,6 +182,27 @@ def _template_markers(value, where=""):
         elif isinstance(item, list):
             stack.extend((child, "%s[%d]" % (path, number)) for number, child in enumerate(item))
     return sorted(found)
+
+
+def _depth(value):
+    """How deep a value nests (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def _without_deep_fields(name, seat, note):
+    """The seat without a field nested deeper than any seat field is (a JSON flag of its command
+    line can nest without bound), each one left out with a note."""
+    for field in [field for field, value in seat.items() if _depth(value) > MAX_FIELD_DEPTH]:
+        del seat[field]
+        note("seat %s: %s nests deeper than %d levels; left out: set it by hand" % (name, field, MAX_FIELD_DEPTH))
 
 
 def _say_template_markers(name, seat, note):
@@ -372,6 +394,7 @@ def adopted_inventory(host, containers, cards, now=None):
             seat = _vllm_seat(host, name, record, gpus, notes.append, files, secret_names.append)
         else:
             seat = _fixed_seat(name, record, gpus, _held_mib(record, cards), notes.append)
+        _without_deep_fields(name, seat, notes.append)
         _say_template_markers(name, seat, notes.append)
         seat = _with_secrets(seat, record, secret_names.append)
         if is_vllm and "kv_cache_memory_bytes" in seat:

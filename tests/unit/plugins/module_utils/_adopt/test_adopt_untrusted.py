@@ -357,3 +357,13 @@ def test_the_plan_refuses_a_profile_the_cards_contradict_unless_accepted():
     assert build_plan("gpu7", gpus, seats, cards=cards, gpu_profile="h100", accept={"gpu_profile": "h100"})["seats"]
     unknown = [dict(gpus[0], name="NVIDIA L40")]
     assert build_plan("gpu7", unknown, seats, gpu_profile="h100")["seats"], "a card of no profile is not judged"
+
+
+def test_a_field_nested_without_bound_is_left_out_with_a_note():
+    deep = "[" * 500 + "1" + "]" * 500
+    record = container_record(_inspect("chat", ["vllm", "serve", "/m", "--default-chat-template-kwargs",
+                                                '{"a": %s}' % deep]), {}, NOW)
+    adopted = adopted_inventory("gpu7", [record], _cards(), now=NOW)
+    assert "default_chat_template_kwargs" not in adopted["host_vars"]["llmfleet_seats"][0]
+    assert "seat chat: default_chat_template_kwargs nests deeper than 16 levels; left out: set it by hand" \
+        in adopted["notes"]
