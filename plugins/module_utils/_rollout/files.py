@@ -47,42 +47,48 @@ def sha256(data):
 
 
 def private(mode):
-    """Whether ``mode`` gives the group and others nothing: the mode of a file that holds secrets."""
+    """Whether ``mode`` gives the group and others nothing: a runtime's mode for a file that
+    holds secrets."""
     return mode & 0o077 == 0
 
 
-def _replace(path, content, new_mode, move):
+def _open_to_others(mode):
+    return mode & 0o007 != 0
+
+
+def _close_to_others(path, secret_mode):
+    """A file holding secrets that any user may read gets ``secret_mode``; a mode the operator
+    chose that others cannot use (0640 for a group) is kept."""
+    if _open_to_others(os.stat(path).st_mode):
+        os.chmod(path, secret_mode)
+
+
+def _replace(path, content, new_mode, move, holds_secrets):
     """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own
-    (``move(temp, path)`` keeps it, as Ansible's atomic_move does), unless ``new_mode`` is
-    private: a file holding secrets gets it on every write, whatever it had."""
+    (``move(temp, path)`` keeps it, as Ansible's atomic_move does), except that a file holding
+    secrets is never left open to others: it gets ``new_mode`` then, on every write."""
     handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
     with os.fdopen(handle, "wb") as out:
         out.write(content)
     created = not os.path.exists(path)
-    if not created and private(new_mode):
-        # tightened before the move, which copies the old file's mode onto the new content
-        os.chmod(path, new_mode)
+    if not created and holds_secrets:
+        # closed before the move, which copies the old file's mode onto the new content
+        _close_to_others(path, new_mode)
     move(temp, path)
-    if created or private(new_mode):
+    if created:
         # a new file would get the umask's mode; a .env may hold tokens
         os.chmod(path, new_mode)
 
 
-def _private_backup(backup):
-    """A backup of a file that holds secrets readable by its owner alone, whatever the file's
-    mode was (a 0644 .env's backup is 0600)."""
-    os.chmod(backup, os.stat(backup).st_mode & 0o700)
-
-
 def _modes(runtime, project_dir, modes):
     """The mode each of the seat's files is written with; a file the runtime keeps private
-    (its secrets) is refused a mode that opens it to the group or others."""
+    (its secrets) is refused a mode that opens it to others."""
     own = runtime.files(os.path.basename(project_dir.rstrip("/")))
     chosen = {name: modes.get(name, mode) for name, mode in own.items()}
     for name, mode in sorted(chosen.items()):
-        if private(own[name]) and not private(mode):
+        if private(own[name]) and _open_to_others(mode):
             raise SeatFilesError("%s: mode %04o would let others read the seat's secrets; expected a mode "
-                                 "without group or other access such as '0600' (env_mode)" % (name, mode))
+                                 "without access for others such as '0600' (env_mode)" % (name, mode))
     return chosen
 
 
@@ -164,15 +170,16 @@ def _write(projects, modes, validate, docker, move):
             os.makedirs(project_dir, 0o755)
         if validate:
             _validate(runtime, project_dir, contents, docker)
-    for _runtime, project_dir, contents, result in changing:
+    for runtime, project_dir, contents, result in changing:
+        own = runtime.files(os.path.basename(project_dir.rstrip("/")))
         for name, entry in result["files"].items():
             if entry["backup"]:
                 make_backup(entry["path"], entry["backup"])
-                if private(chosen[project_dir][name]):
-                    _private_backup(entry["backup"])
+                if private(own[name]):  # the backup holds the secrets the file held
+                    _close_to_others(entry["backup"], chosen[project_dir][name])
         for name, entry in result["files"].items():
             if entry["changed"]:
-                _replace(entry["path"], contents[name], chosen[project_dir][name], move)
+                _replace(entry["path"], contents[name], chosen[project_dir][name], move, private(own[name]))
 
 
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
