@@ -28,7 +28,7 @@ attributes:
   check_mode:
     support: full
     details:
-      - In check mode nothing is stopped, removed, renamed or started; RV(changed) says whether it would be.
+      - In check mode nothing is stopped, removed, renamed or started; C(changed) says whether it would be.
   diff_mode:
     support: none
   idempotent:
@@ -135,22 +135,23 @@ def main():
             entries, problems = takeover.conflicts(params["host"], params["seats"], host_containers(docker),
                                                    listening_ports())
             if problems:
-                module.fail_json(msg="%d container(s) outside the collection hold what the plan's seats need:\n- %s"
-                                 % (len(problems), "\n- ".join(problems)), **dict(result, problems=problems))
+                result["problems"] = problems
+                module.fail_json(msg="%d problem(s) with what runs outside the collection in the seats' places:\n- %s"
+                                 % (len(problems), "\n- ".join(problems)), **result)
             result["take_over"] = entries
         elif params["state"] == "stopped":
             result["changed"], result["actions"], problems = takeover.step_aside(params["take_over"], docker, check)
             if problems:
-                module.fail_json(msg="could not stop what the seats take over: %s" % "; ".join(problems),
-                                 **dict(result, problems=problems, containers=host_containers(docker)))
+                result.update(problems=problems, containers=host_containers(docker))
+                module.fail_json(msg="could not stop what the seats take over: %s" % "; ".join(problems), **result)
         elif params["state"] == "restored":
             result["changed"], result["actions"], result["problems"] = takeover.bring_back(
                 params["take_over"], docker, params["wait_timeout"], check)
         else:
             result["changed"], result["actions"], problems = takeover.release(params["take_over"], docker, check)
             if problems:
-                module.fail_json(msg="could not retire what the seats took over: %s" % "; ".join(problems),
-                                 **dict(result, problems=problems, containers=host_containers(docker)))
+                result.update(problems=problems, containers=host_containers(docker))
+                module.fail_json(msg="could not retire what the seats took over: %s" % "; ".join(problems), **result)
         result["containers"] = host_containers(docker)
     module.exit_json(**result)
 

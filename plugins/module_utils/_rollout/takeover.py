@@ -270,6 +270,6 @@ def takeover_lines(entries):
             how = "stopped and kept as %s" % entry.get("aside_name")
         else:
             how = "stopped and kept"
-        lines.append("%s for seat %s (%s; %s)" % (entry.get("name"), ", ".join(entry.get("seats") or []),
-                                                   entry.get("holds"), how))
+        seats = ", ".join(entry.get("seats") or [])
+        lines.append("%s for seat %s (%s; %s)" % (entry.get("name"), seats, entry.get("holds"), how))
     return lines

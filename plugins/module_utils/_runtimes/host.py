@@ -40,7 +40,7 @@ def _ports(attrs):
     published = []
     bindings = ((attrs.get("HostConfig") or {}).get("PortBindings") or {})
     for inside, outside in sorted(bindings.items()):
-        port, _, proto = str(inside).partition("/")
+        port, _slash, proto = str(inside).partition("/")
         if proto not in ("", "tcp") or not port.isdigit():
             continue
         for binding in outside or []:
