@@ -233,8 +233,8 @@ CASES = [
       for value in (0, -2, "2", 1.5)],
     ("TP wider than the host", seat(0, tensor_parallel_size=3), "host c"),
     # context and sizes
-    *[("max_model_len %r" % value, seat(0, max_model_len=value), "llmfleet_seats[0].max_model_len: expected an integer from 1 up")
-      for value in (0, -1, "32k", 1.5, None, True, "publish")],
+    *[("max_model_len %r" % value, seat(0, max_model_len=value), "llmfleet_seats[0].max_model_len: expected an integer from 1 to 16777216")
+      for value in (0, -1, "32k", 1.5, None, True, "publish", 2 ** 24 + 1)],
     ("max_model_len above the model's", seat(0, max_model_len=10 ** 9), "seat alpha"),
     ("max_new_tokens above max_model_len", seat(0, max_new_tokens=65536), "llmfleet_seats[0].max_new_tokens: expected at most max_model_len (32768)"),
     ("max_new_tokens zero", seat(0, max_new_tokens=0), "llmfleet_seats[0].max_new_tokens: expected an integer from 1"),
@@ -364,6 +364,13 @@ CASES = [
       for value in ("", "two " + TOKEN, TOKEN + "'", 5, {"vault": TOKEN})],
     ("api_key and VLLM_API_KEY both", seat(0, api_key=TOKEN, secret_environment={"VLLM_API_KEY": TOKEN}),
      "llmfleet_seats[0].secret_environment.VLLM_API_KEY: expected one value (it is in environment and secret_environment, "
+    ("a cards snapshot reserving more than the card", cards(lambda name: dict(snapshot_doc(name), gpus=[
+        dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
+     "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),
+    *[("%s beyond its range" % field, seat(0, **{field: value}), "llmfleet_seats[0].%s: expected an integer from 1 to %d"
+       % (field, bound)) for field, value, bound in (("max_num_seqs", 10 ** 9, 65536), ("block_size", 10 ** 9, 65536),
+                                                      ("max_num_batched_tokens", 10 ** 12, 2 ** 24))],
+    ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
     ("a cards snapshot reserving more than the card", cards(lambda name: dict(snapshot_doc(name), gpus=[
         dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
      "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),

@@ -85,6 +85,9 @@ PLAN_FLAGS = (
     "--reasoning-parser", "--default-chat-template-kwargs", "--override-generation-config",
     "--num-gpu-blocks-override")
 _SHORT_PLAN_FLAGS = ("-tp", "-pp", "-dp")
+# The largest plausible value of each count, checked before any sizing loops over it.
+COUNT_MAX = {"max_model_len": 2 ** 24, "max_new_tokens": 2 ** 24, "max_num_seqs": 65536,
+             "max_num_batched_tokens": 2 ** 24, "block_size": 65536}
 # Flags that set the plan's numbers another way: a YAML of flags, the model's config and
 # generation defaults replaced, a config.json other than the one sized, a draft model the
 # footprint never counted, KV split across ranks the sizing does not model.
@@ -190,7 +193,7 @@ def normalize(check, where, raw, seat, defaults):
     seat["model_config"] = check.text(where, "model_config", raw.get("model_config"))
     length = raw.get("max_model_len")
     if length != "published":
-        length = check.positive_int(where, "max_model_len", length)
+        length = check.positive_int(where, "max_model_len", length, COUNT_MAX["max_model_len"])
     seat["max_model_len"] = length
     if "kv_cache_memory_bytes" in raw and "kv_factor" in raw:
         check.fail(where, "kv_cache_memory_bytes", "either a pinned budget or kv_factor, not both",
@@ -220,7 +223,7 @@ def normalize(check, where, raw, seat, defaults):
                    kwargs)
     seat["default_chat_template_kwargs"] = kwargs
     for field in ("max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
-        seat[field] = check.positive_int(where, field, raw[field]) if raw.get(field) is not None else None
+        seat[field] = check.positive_int(where, field, raw[field], COUNT_MAX[field]) if raw.get(field) is not None else None
     if isinstance(seat["max_model_len"], int) and seat["max_new_tokens"] and seat["max_new_tokens"] > seat["max_model_len"]:
         check.fail(where, "max_new_tokens", "at most max_model_len (%d)" % seat["max_model_len"],
                    seat["max_new_tokens"])

@@ -91,7 +91,7 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
         "host fv-ml1: llmfleet_seats[0].avoid_gpu: expected a known field for a vllm seat (typo?), got [1]",
         "host fv-ml1: llmfleet_seats[0].port: expected an integer from 1 to 65535, got 70000",
         "host fv-ml1: llmfleet_seats[0].gpu: expected a GPU index (0, 1, 2, 3) or UUID of this host, got 7",
-        "host fv-ml1: llmfleet_seats[0].max_model_len: expected an integer from 1 up, got -3",
+        "host fv-ml1: llmfleet_seats[0].max_model_len: expected an integer from 1 to 16777216, got -3",
         "host fv-ml1: seat both: llmfleet_seats[1].kv_cache_memory_bytes: expected either a pinned "
         "budget or kv_factor, not both",
         "host fv-ml1: seat both: llmfleet_seats[1].kv_cache_memory_bytes: '8.5G' mixes decimals "
