@@ -14,6 +14,8 @@ description:
     ones started outside the collection that hold a planned seat's compose project, container
     name, port or GPU memory (a hand-started compose project of the same name, say), and the
     seat ports a process outside every container listens on.
+  - Warns when the plan publishes a running seat on other addresses than it runs on now (a seat
+    on every interface now and on C(127.0.0.1) after the window is lost to a gateway on another host).
   - A seat whose inventory says C(take_over=true) has them stopped first in the window and
     brought back by a rollback exactly as they ran; any other such container refuses the
     window before anything is touched, naming the container and what it holds.
@@ -132,8 +134,10 @@ def main():
     with operator_errors(module):
         docker = Docker(params["docker_host"])
         if params["state"] == "planned":
-            entries, problems = takeover.conflicts(params["host"], params["seats"], host_containers(docker),
-                                                   listening_ports())
+            containers = host_containers(docker)
+            for warning in takeover.exposure_changes(params["host"], params["seats"], containers):
+                module.warn(warning)
+            entries, problems = takeover.conflicts(params["host"], params["seats"], containers, listening_ports())
             if problems:
                 result["problems"] = problems
                 module.fail_json(msg="%d problem(s) with what runs outside the collection in the seats' places:\n- %s"

@@ -24,6 +24,7 @@ import os
 import re
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
 
 # What compose itself accepts as a project and a service name.
@@ -273,3 +274,32 @@ def takeover_lines(entries):
         seats = ", ".join(entry.get("seats") or [])
         lines.append("%s for seat %s (%s; %s)" % (entry.get("name"), seats, entry.get("holds"), how))
     return lines
+
+
+def exposure_changes(host, seats, containers):
+    """A warning for each seat the window publishes on other addresses than its container does
+    now: narrower (a gateway on another host may lose it) or wider (reachable from more networks)."""
+    warnings = []
+    running = {c["seat"]: c for c in containers if c.get("seat") and is_running(c)}
+    for seat in seats:
+        container = running.get(seat.get("name"))
+        planned = ((seat.get("launch") or {}).get("bind_address")) or BIND_ADDRESS
+        if container is None or not seat.get("port"):
+            continue
+        now = sorted({p["host_ip"] or "0.0.0.0" for p in container["ports"] if p["host_port"] == seat["port"]})
+        if not now or now == [planned]:
+            continue
+        everywhere_now = any(address in ALL_INTERFACES for address in now)
+        if everywhere_now and planned not in ALL_INTERFACES:
+            warnings.append("host %s: seat %s is published on every interface now (%s:%d) and the window "
+                            "publishes it on %s only: a gateway on another host will no longer reach it; set its "
+                            "bind_address to the address the gateway comes in on" % (
+                                host, seat["name"], now[0], seat["port"], planned))
+        elif planned in ALL_INTERFACES and not everywhere_now:
+            warnings.append("host %s: seat %s is published on %s now and the window publishes it on every "
+                            "interface (%s): reachable from every network the host is on" % (
+                                host, seat["name"], ", ".join(now), planned))
+        else:
+            warnings.append("host %s: seat %s is published on %s now and the window publishes it on %s" % (
+                host, seat["name"], ", ".join(now), planned))
+    return warnings

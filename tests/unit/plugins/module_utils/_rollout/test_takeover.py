@@ -10,6 +10,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback i
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import (
     TakeOverError,
     conflicts,
+    exposure_changes,
     takeover_lines,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import container_record, listening_ports
@@ -153,3 +154,20 @@ def test_the_listening_ports_are_read_from_proc_net(tmp_path):
     (tmp_path / "tcp6").write_text(header + "   0: 00000000000000000000000000000000:23F0 "
                                    "00000000000000000000000000000000:0000 0A 0 0 0 0 0 0 0 1\n")
     assert listening_ports(str(tmp_path)) == {0x2380, 0x23F0}
+
+
+def test_a_window_that_publishes_a_running_seat_elsewhere_says_so():
+    containers = [_container("vllm-a", "a", "a", [("", 8101)], seat="a"),
+                  _container("vllm-b", "b", "b", [("127.0.0.1", 8102)], seat="b"),
+                  _container("vllm-c", "c", "c", [("10.0.0.5", 8103)], seat="c")]
+
+    def planned(name, port, bind):
+        return dict(_seat(name, port), launch={"bind_address": bind})
+
+    seats = [planned("a", 8101, "127.0.0.1"), planned("b", 8102, "0.0.0.0"), planned("c", 8103, "10.0.0.5")]
+    assert exposure_changes("gpu7", seats, containers) == [
+        "host gpu7: seat a is published on every interface now (0.0.0.0:8101) and the window publishes it on "
+        "127.0.0.1 only: a gateway on another host will no longer reach it; set its bind_address to the "
+        "address the gateway comes in on",
+        "host gpu7: seat b is published on 127.0.0.1 now and the window publishes it on every interface "
+        "(0.0.0.0): reachable from every network the host is on"]
