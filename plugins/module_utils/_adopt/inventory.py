@@ -22,6 +22,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot imp
     dump_snapshot,
     utc_timestamp,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import value_depth
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
@@ -184,23 +185,10 @@ def _template_markers(value, where=""):
     return sorted(found)
 
 
-def _depth(value):
-    """How deep a value nests (without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(item, dict):
-            stack.extend((child, level + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, level + 1) for child in item)
-    return deepest
-
-
 def _without_deep_fields(name, seat, note):
     """The seat without a field nested deeper than any seat field is (a JSON flag of its command
     line can nest without bound), each one left out with a note."""
-    for field in [field for field, value in seat.items() if _depth(value) > MAX_FIELD_DEPTH]:
+    for field in [field for field, value in seat.items() if value_depth(value) > MAX_FIELD_DEPTH]:
         del seat[field]
         note("seat %s: %s nests deeper than %d levels; left out: set it by hand" % (name, field, MAX_FIELD_DEPTH))
 

@@ -20,6 +20,7 @@ import os
 import re
 import stat
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import value_depth
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     MANAGED_LABEL,
     REDACTED,
@@ -112,19 +113,6 @@ def _read_capped(path, root, limit):
     return data
 
 
-def _depth(value):
-    """How deep a parsed JSON value nests (without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(item, dict):
-            stack.extend((child, level + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, level + 1) for child in item)
-    return deepest
-
-
 def _model_config(path, root):
     """``(config, None)`` when ``path`` is provably a model's config.json (a JSON object naming
     its ``model_type`` or ``architectures``, within the size and depth bounds), else
@@ -140,7 +128,7 @@ def _model_config(path, root):
     if not isinstance(config, dict) or not (
             isinstance(config.get("model_type"), str) or isinstance(config.get("architectures"), list)):
         return None, "%s is not a model config (a JSON object with model_type or architectures); skipped" % path
-    if _depth(config) > CONFIG_DEPTH:
+    if value_depth(config) > CONFIG_DEPTH:
         return None, "%s is nested deeper than %d levels, more than a model config; skipped" % (path, CONFIG_DEPTH)
     return config, None
 

@@ -66,3 +66,16 @@ def _depth(text):
         depth += 1 if bracket in "[{" else -1
         deepest = max(deepest, depth)
     return deepest
+
+
+def value_depth(value):
+    """How deep a parsed value (dicts and lists) nests, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+    return deepest
