@@ -175,6 +175,9 @@ CASES = [
     ("two seats of one name", seat(1, name="alpha"),
      "name 'alpha' is used by seat alpha (llmfleet_seats[0]) and seat alpha (llmfleet_seats[1])"),
     # exposure: an address literal, docker network names, nothing a runtime could not render as meant
+    *[("take_over %r" % (value,), seat(0, take_over=value), "seat alpha: llmfleet_seats[0].take_over: expected true "
+       "or false (true: a container started outside the collection in the seat's place is stopped in the window")
+      for value in ("yes", 1, None, ["chat-chat-1"])],
     ("bind address a host name", seat(0, bind_address="gateway.lan"),
      "seat alpha: llmfleet_seats[0].bind_address: expected an IPv4 or IPv6 address"),
     ("bind address in brackets", seat(0, bind_address="[::1]"), "llmfleet_seats[0].bind_address: expected"),
@@ -364,6 +367,7 @@ CASES = [
       for value in ("", "two " + TOKEN, TOKEN + "'", 5, {"vault": TOKEN})],
     ("api_key and VLLM_API_KEY both", seat(0, api_key=TOKEN, secret_environment={"VLLM_API_KEY": TOKEN}),
      "llmfleet_seats[0].secret_environment.VLLM_API_KEY: expected one value (it is in environment and secret_environment, "
+     "or is the api_key's), got <secret>"),
     ("a cards snapshot reserving more than the card", cards(lambda name: dict(snapshot_doc(name), gpus=[
         dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
      "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),
@@ -371,11 +375,6 @@ CASES = [
        % (field, bound)) for field, value, bound in (("max_num_seqs", 10 ** 9, 65536), ("block_size", 10 ** 9, 65536),
                                                       ("max_num_batched_tokens", 10 ** 12, 2 ** 24))],
     ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
-    ("a cards snapshot reserving more than the card", cards(lambda name: dict(snapshot_doc(name), gpus=[
-        dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
-     "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),
-    ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
-     "or is the api_key's), got <secret>"),
     ("api_key on a fixed seat", seat(2, api_key=TOKEN), "llmfleet_seats[2].api_key: expected a known field for a fixed seat (typo?), got <secret>"),
     # extra args that would override the plan through another door, or that vLLM refuses at boot
     *[("extra_args %s" % " ".join(args), seat(0, extra_args=args), "llmfleet_seats[0].extra_args: expected flags that cannot "
@@ -389,7 +388,6 @@ CASES = [
                          (["-dcp", "2"], "--decode-context-parallel-size"))],
     ("extra_args a dotted plan flag", seat(0, extra_args=["--max-model-len.x", "1"]), "expected flags the plan does not set (--max-model-len"),
     ("extra_args an uppercase flag", seat(0, extra_args=["--Max-Model-Len", "1"]),
-    ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
      "llmfleet_seats[0].extra_args: expected a flag in lowercase words"),
     ("extra_args a long flag with one dash", seat(0, extra_args=["-max-model-len", "1"]),
      "llmfleet_seats[0].extra_args: expected a short flag such as -q, or --max-model-len with two dashes"),
