@@ -227,6 +227,14 @@ def _secret_flags(name, args, secrets_note, note):
     return kept, api_key
 
 
+def _reads_as_inventory(config):
+    """Whether a copied config.json would read as inventory where the inventory folder is given
+    to Ansible whole (a JSON file is YAML): a top-level mapping with vars, hosts or children is a
+    group, and its strings would be trusted as templates."""
+    return not isinstance(config, dict) or any(
+        isinstance(value, dict) and {"vars", "hosts", "children"} & set(value) for value in config.values())
+
+
 def _vllm_seat(host, name, record, gpus, note, files, secrets_note):
     args, api_key = _secret_flags(name, record["args"], secrets_note, note)
     fields, container_port, utilization, argv_notes = adopted_fields(args)
@@ -258,7 +266,11 @@ def _vllm_seat(host, name, record, gpus, note, files, secrets_note):
         note("seat %s: ran util-sized (--gpu-memory-utilization %s): its KV was whatever the card had "
              "free at boot; the plan pins it in bytes by the sizing rule" % (name, utilization))
     model = record.get("model") or {}
-    if model.get("model_config"):
+    if model.get("model_config") and _reads_as_inventory(model["model_config"]):
+        note("seat %s: model_config: the host's config.json has a group of an Ansible inventory at its top "
+             "(a mapping with vars, hosts or children), which no model config has; nothing copied: copy its "
+             "config.json beside the inventory and name it" % name)
+    elif model.get("model_config"):
         path = "models/%s/%s/config.json" % (host, name)
         files[path] = json.dumps(model["model_config"], indent=2, sort_keys=True) + "\n"
         seat["model_config"] = path

@@ -281,7 +281,15 @@ def _not_a_config(tmp_path):
     return "/mm/m", "is not a model config (a JSON object with model_type or architectures); skipped"
 
 
-@pytest.mark.parametrize("case", [_climbing, _linked_out, _oversized, _not_a_config])
+def _an_inventory_group(tmp_path):
+    # a JSON file is YAML: in an inventory folder given to Ansible whole, "all" is a group and its
+    # vars are templated when the connection reads them
+    _model_dir(tmp_path / "models", config=json.dumps({"model_type": "qwen3", "all": {"vars": {
+        "ansible_ssh_common_args": "{{ lookup('pipe', 'touch /tmp/PWN') }}"}}}))
+    return "/mm/m", "has a group of an Ansible inventory at its top (a mapping with vars, hosts or children)"
+
+
+@pytest.mark.parametrize("case", [_climbing, _linked_out, _oversized, _not_a_config, _an_inventory_group])
 def test_a_skipped_config_is_not_copied_and_the_notes_say_why(tmp_path, case):
     (tmp_path / "models").mkdir()
     model, why = case(tmp_path)
