@@ -206,28 +206,33 @@ def test_the_handover(handover):
 
 
 # A second operator, on twin2: one compose project of their own name holding two seats under
-# /srv/stacks/llm (not the collection's directory), and a container started with docker run.
+# /srv/stacks/llm (not the collection's directory), one of them reached only through their
+# gateway's network and the host's loopback, and a container started with docker run.
 B_GPU1, B_GPU2 = "GPU-7a1c0002-0000-4000-8000-000000000001", "GPU-7a1c0002-0000-4000-8000-000000000002"
 STACK = {"name": "llm", "services": {
     "qwen": {"image": "vllm/vllm-openai:v0.33.0", "restart": "always",
              "command": ["/srv/models/qwen3-8b", "--served-model-name", "qwen", "--port", "8000",
                          "--max-model-len", "8192", "--kv-cache-memory-bytes", "4G"],
-             "ports": ["9300:8000"], "volumes": ["/srv/models:/srv/models:ro"], "deploy": _device(B_GPU1)},
+             "ports": ["127.0.0.1:9300:8000"], "networks": ["gateway-b"],
+             "volumes": ["/srv/models:/srv/models:ro"], "deploy": _device(B_GPU1)},
     "whisper": {"image": "llmfleet/asr-seat:twin", "restart": "always", "ports": ["9301:8000"],
                 "deploy": _device(B_GPU2)},
-}}
+}, "networks": {"gateway-b": {"external": True}}}
 START_B = [{"hosts": "twin2", "gather_facts": False, "tasks": [
     {"name": "Make the stack's directory", "ansible.builtin.file": {
         "path": "/srv/stacks/llm", "state": "directory", "mode": "0755"}},
     {"name": "Write the stack", "ansible.builtin.copy": {
         "dest": "/srv/stacks/llm/docker-compose.yml", "mode": "0644", "content": "{{ stack | to_nice_yaml }}"}},
+    {"name": "Make the gateway's network", "ansible.builtin.command": {
+        "argv": ["docker", "network", "create", "gateway-b"]}, "changed_when": True},
     {"name": "Start the stack", "ansible.builtin.command": {
         "cmd": "docker compose up --detach --wait --wait-timeout 120", "chdir": "/srv/stacks/llm"},
      "changed_when": True},
     {"name": "Start the embedder by hand", "ansible.builtin.command": {"argv": [
         "docker", "run", "--detach", "--name", "embedder", "--restart", "always", "--publish", "9302:8000",
         "--gpus", "device=" + B_GPU1, "llmfleet/asr-seat:twin"]}, "changed_when": True},
-    {"name": "Wait until every seat answers", "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
+    # on the host itself: qwen answers on its loopback alone
+    {"name": "Wait until every seat answers", "ansible.builtin.uri": {"url": "http://127.0.0.1:{{ item }}/health"},
      "register": "up", "until": "up.status == 200", "retries": 120, "delay": 1, "loop": [9300, 9301, 9302]},
 ]}]
 
@@ -273,5 +278,9 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}",
                    "embedder-before-llmfleet"]).stdout.strip() == "no", "it cannot come back beside the seat"
     assert now["llm-qwen-1"] == ("running", "qwen") and now["llm-whisper-1"] == ("running", "whisper")
+    qwen = json.loads(docker(["inspect", "llm-qwen-1"]).stdout)[0]
+    assert {b["HostIp"] for bindings in qwen["HostConfig"]["PortBindings"].values() for b in bindings} == \
+        {"127.0.0.1"}, "published no wider than the operator had it"
+    assert "gateway-b" in qwen["NetworkSettings"]["Networks"], "on the operator's gateway network"
     assert fleet.find_host("twin2").path("/srv/stacks/llm/docker-compose.yml") and Path(
         fleet.find_host("twin2").path("/srv/stacks/llm/docker-compose.yml")).is_file(), "their files stay"
