@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO_ROOT, run_ansible
+from conftest import run_ansible
 from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_for
 from test_adopt_twin import _adopt
 

@@ -28,8 +28,8 @@ INJECTED = {"twin1": "twin1\ninjected: {privileged: true}\nx-%s: " % PROOF,
 
 def proof_exists() -> bool:
     """Whether the injected command left its file on either host (or inside twin2's systemd)."""
-    in_systemd = fleet.find_host("twin2").docker(["exec", SYSTEMD_CONTAINER, "test", "-e", PROOF],
-                                                check=False).returncode == 0
+    probe = ["exec", SYSTEMD_CONTAINER, "test", "-e", PROOF]
+    in_systemd = fleet.find_host("twin2").docker(probe, check=False).returncode == 0
     return in_systemd or any(os.path.exists(fleet.find_host(host).path(PROOF)) for host in INJECTED)
 
 

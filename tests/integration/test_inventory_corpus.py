@@ -141,6 +141,7 @@ PLAN_FLAGS = [["--max-model-len", "131072"], ["--kv-cache-memory-bytes=60G"], ["
               ["--num-gpu-blocks-override", "10"], ["--kv-cache-dtype", "fp8"],
               ["--enable-auto-tool-choice"], ["--default-chat-template-kwargs={}"], ["--model", "x"]]
 
+
 def model_config(content):
     """Seat 0's model config as ``content`` (bytes), in the case's files."""
     def edit(host_vars, files):
@@ -372,8 +373,9 @@ CASES = [
         dict(gpu, memory_reserved_mib=90000) for gpu in snapshot_doc(name)["gpus"]])),
      "gpus[0].memory_reserved_mib: expected at most the card's memory_total_mib (81559), got 90000"),
     *[("%s beyond its range" % field, seat(0, **{field: value}), "llmfleet_seats[0].%s: expected an integer from 1 to %d"
-       % (field, bound)) for field, value, bound in (("max_num_seqs", 10 ** 9, 65536), ("block_size", 10 ** 9, 65536),
-                                                      ("max_num_batched_tokens", 10 ** 12, 2 ** 24))],
+       % (field, bound))
+      for field, value, bound in (("max_num_seqs", 10 ** 9, 65536), ("block_size", 10 ** 9, 65536),
+                                  ("max_num_batched_tokens", 10 ** 12, 2 ** 24))],
     ("kv factor a word", host(llmfleet_kv_factor="lots"), "llmfleet_kv_factor: expected a finite number > 0 and <= 1024, got 'lots'"),
     ("api_key on a fixed seat", seat(2, api_key=TOKEN), "llmfleet_seats[2].api_key: expected a known field for a fixed seat (typo?), got <secret>"),
     # extra args that would override the plan through another door, or that vLLM refuses at boot
@@ -479,6 +481,14 @@ CASES = [
      "vllm_version: expected a vLLM version such as 0.26.0 (quoted: YAML reads 0.26 as a number)"),
     ("allow_nearest_vllm_release a string", seat(0, allow_nearest_vllm_release="yes"),
      "llmfleet_seats[0].allow_nearest_vllm_release: expected true or false"),
+    # image references matched whole against docker's grammar
+    *[("image %s" % label, seat(0, image=image), "llmfleet_seats[0].image: expected an image reference [REGISTRY/]NAME[:TAG]")
+      for label, image in (("an uppercase digest", "vllm/vllm-openai@sha256:" + "A" * 64),
+                           ("a digest of 63 digits", "vllm/vllm-openai@sha256:" + "a" * 63),
+                           ("an image ID of 65 digits", "sha256:" + "b" * 65),
+                           ("two tags", "vllm/vllm-openai:v0.33.0:extra"),
+                           ("an uppercase name", "vLLM/vllm-openai:v0.33.0"),
+                           ("a tag of 129 characters", "vllm/vllm-openai:v" + "0" * 128))],
 ]
 
 
@@ -523,14 +533,6 @@ def _first_failure(report: dict) -> dict:
     return failures
 
 
-    # image references matched whole against docker's grammar
-    *[("image %s" % label, seat(0, image=image), "llmfleet_seats[0].image: expected an image reference [REGISTRY/]NAME[:TAG]")
-      for label, image in (("an uppercase digest", "vllm/vllm-openai@sha256:" + "A" * 64),
-                           ("a digest of 63 digits", "vllm/vllm-openai@sha256:" + "a" * 63),
-                           ("an image ID of 65 digits", "sha256:" + "b" * 65),
-                           ("two tags", "vllm/vllm-openai:v0.33.0:extra"),
-                           ("an uppercase name", "vLLM/vllm-openai:v0.33.0"),
-                           ("a tag of 129 characters", "vllm/vllm-openai:v" + "0" * 128))],
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory):
     """(host of each case, output dir, listener, host -> refusal) after one plan run."""
@@ -600,6 +602,8 @@ def plan_seat(**changes):
 
 
 # (name, module, its arguments ({dir} is the case's own directory), the words the failure must contain)
+# A seat that plans with no file: the module cases that test another argument give the plan one.
+TENANT = {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr:1", "port": 8190}
 MODULE_CASES = [
     ("env_mode a YAML number", "seat_files", {"project_dir": "{dir}/p", "seat": PLAN_SEAT, "env_mode": 600, "validate": False},
      "env_mode: expected an octal mode as a quoted string"),
@@ -670,13 +674,14 @@ MODULE_CASES = [
      "state is restored but all of the following are missing: project_dir"),
     ("seats and seat", "seat_files", {"root": "{dir}", "project_dir": "{dir}/p", "seats": [PLAN_SEAT], "seat": PLAN_SEAT},
      "parameters are mutually exclusive: seat|seats"),
-    ("seat_plan with a plateau of strings", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
+    ("seat_plan with a plateau of strings", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [TENANT],
                                                           "plateau": {"gpus": "x"}},
      "host h: plateau: expected a gpu_info result with a gpus list"),
-    ("seat_plan with cards missing memory", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [],
+    ("seat_plan with cards missing memory", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [TENANT],
                                                           "cards": {"gpus": [{"uuid": U0}]}},
      "host h: cards: gpus[0].memory_total_mib: expected a whole number >= 0, got None"),
-    ("seat_plan with accept a list", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [], "accept": ["all"]},
+    ("seat_plan with accept a list", "seat_plan", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [TENANT],
+                                                   "accept": ["all"]},
      "llmfleet_plan_accept: expected a dict with"),
     ("seat_sizing with seats of strings", "seat_sizing", {"host": "h", "gpus": BASE["llmfleet_gpus"], "seats": [{"name": "x\n"}]},
      "llmfleet_seats[0].name: expected lowercase"),

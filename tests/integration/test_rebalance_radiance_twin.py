@@ -9,6 +9,7 @@ byte-identical files, and a pin past the host's RAM takes the host's seats down.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -92,7 +93,9 @@ def test_the_dry_run_shows_the_funding_and_what_each_knob_buys_and_touches_nothi
     proc = rebalance(FLEET / "hosts.yml", twin, tmp_path / "report", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-4000:]
     out = proc.stdout
-    assert "| archon | compose | `%s` | radiance 1.8.1 funding formula |" % IMAGE in out
+    # the seat table: runtime, image, its exposure (published where), whose arithmetic
+    assert re.search(r"\| archon \| compose \| `%s` \| `[^|]+:\d+`[^|]* \| radiance 1\.8\.1 funding formula \|"
+                     % re.escape(IMAGE), " ".join(out.split())), out[-3000:]
     assert "capacity 24,517 MiB, elastic 18,373 MiB, expert floor 11,008 MiB" in out, "the smaller card binds"
     assert "HOST_POOL_MIB +1024: +29120 tokens, demand +0 tokens, pinned +2048.00 MiB" in out
     assert "MAX_SEQS +1: +0 tokens, demand +65536 tokens" in out and "the tokens stay put" in out

@@ -91,7 +91,7 @@ def test_a_seat_the_rollback_cannot_bring_back_is_reported_as_it_is(twin_invento
     """The gamma the rollback brings back is not healthy within the rollback's patience. The
     files are back all the same; the host is `failed`, and the report says which seat is in
     which state. The lock stays with its journal, and the next run, once gamma is up, takes
-    it over and finds nothing to change."""
+    it over and finishes that window: gamma, touched and never gated, is gated now."""
     before = states()
     hosts = fleet_with(tmp_path, gamma={"kv_factor": 1.2, "environment": {"FAKE_VLLM_FAULT": "health_stuck"}})
     with slow_contexts("twin1", 900):
@@ -120,7 +120,11 @@ def test_a_seat_the_rollback_cannot_bring_back_is_reported_as_it_is(twin_invento
 
     wait_healthy("twin1")  # the card gives gamma its context now
     rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "next")
-    assert report_of(tmp_path / "next")["hosts"]["twin1"]["status"] == "unchanged"
+    following = report_of(tmp_path / "next")["hosts"]["twin1"]
+    assert following["status"] == "applied" and following["interrupted"]["seats"] == ["gamma"], \
+        "never called unchanged while a seat of the failed window was never gated"
+    assert {g["gate"] for g in following["gates"] if g["seat"] == "gamma"} >= {"health", "kv_cache_tokens"}
+    assert all(g["ok"] for g in following["gates"])
     assert not lock.exists()
     assert_rolled_back(before["twin1"])
     assert state("twin2") == before["twin2"]

@@ -456,9 +456,10 @@ def _gpu_profile(host_vars, note):
     if len(profiles) == 1 and None not in profiles:
         host_vars["llmfleet_gpu_profile"] = next(iter(profiles))
     elif len(profiles) > 1 and None not in profiles:
+        mixed = "; ".join("%s: GPU %s" % (profile, ", ".join(map(str, indices)))
+                          for profile, indices in sorted(profiles.items()))
         note("the cards are of different profiles (%s): llmfleet_gpu_profile left unset; set the one the plan "
-             "sizes every seat by" % "; ".join("%s: GPU %s" % (profile, ", ".join(map(str, indices)))
-                                                for profile, indices in sorted(profiles.items())))
+             "sizes every seat by" % mixed)
 
 
 def _host_vars_text(host, host_vars, notes, now):

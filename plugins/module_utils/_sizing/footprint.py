@@ -42,6 +42,7 @@ MIN_OVERHEAD_MIB = 512
 # The largest header a safetensors file may have (the format's own limit).
 SAFETENSORS_HEADER_MAX = 100 * 1000 * 1000
 
+
 class FootprintError(ValueError):
     """A footprint that cannot be counted; the message names the seat and what is missing."""
 

@@ -24,6 +24,8 @@ _CAPABILITIES = (("H100", 90), ("H200", 90), ("B200", 100), ("RTX PRO 6000", 120
 def capability(card_name: str) -> int:
     """The compute capability of a card by its name; Hopper's for a card the twin does not know."""
     return next((sm for part, sm in _CAPABILITIES if part in card_name), HOPPER)
+
+
 MLA_HEAD = "mla"
 _KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1}
 _STATE_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}

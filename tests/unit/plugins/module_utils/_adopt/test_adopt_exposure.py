@@ -14,7 +14,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import co
 NOW = datetime.datetime(2026, 12, 1, 8, tzinfo=datetime.timezone.utc)
 GPU0 = "GPU-0a000000-0000-4000-8000-000000000000"
 CARDS = {"source": "nvml", "gpus": [{"index": 0, "uuid": GPU0, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
-                   "processes": [{"pid": 7, "used_mib": 3700, "container": "chat-chat-1"}]}]}
+                                     "processes": [{"pid": 7, "used_mib": 3700, "container": "chat-chat-1"}]}]}
 
 
 def _attrs(name, args, project, bindings, networks):
