@@ -154,9 +154,10 @@ class Host:
         run(["unshare", "--mount=%s" % self.mntns, "--propagation", "private",
              "--uts=%s" % self.utsns, "hostname", self.name])
         # The new view starts as a copy of this one: drop its copies of other namespaces'
-        # files, or they would keep other hosts' namespaces alive after `down`.
+        # files, or they would keep other hosts' namespaces alive after `down`. Another twin
+        # (a lane beside this one) may remove its own between the listing and the umount.
         script = """set -e
-findmnt -rn -t nsfs -o TARGET | while read -r ns; do umount -l "$ns"; done
+findmnt -rn -t nsfs -o TARGET | while read -r ns; do umount -l "$ns" 2>/dev/null || if mountpoint -q "$ns"; then exit 1; fi; done
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/sshd /run/fakegpu /run/lock
 mount --bind {dir}/srv /srv
