@@ -26,6 +26,14 @@ INJECTED = {"twin1": "twin1\ninjected: {privileged: true}\nx-%s: " % PROOF,
             "twin2": "twin2\nExecStartPre=/bin/touch %s\ntouch %s" % (PROOF, PROOF)}
 
 
+def untouched(host: str) -> dict:
+    """What a refused run must leave as it was: the host's files and each container's id and
+    state (its health may still be settling from the fixture's boots)."""
+    seen = state(host)
+    return {"files": seen["files"],
+            "containers": {name: (cid, running) for name, (cid, running, _healthy) in seen["containers"].items()}}
+
+
 def proof_exists() -> bool:
     """Whether the injected command left its file on either host (or inside twin2's systemd)."""
     probe = ["exec", SYSTEMD_CONTAINER, "test", "-e", PROOF]
@@ -70,7 +78,7 @@ def injected_inventory(twin, path):
 
 
 def test_a_host_name_with_a_newline_is_refused_in_the_plan_touching_nothing(twin, tmp_path):
-    before = {host: state(host) for host in INJECTED}
+    before = {host: untouched(host) for host in INJECTED}
     inventory = injected_inventory(twin, tmp_path / "hosts.yml")
     proc = run_ansible(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK),
                         "-e", "llmfleet_report_dir=%s" % (tmp_path / "report")])
@@ -80,14 +88,14 @@ def test_a_host_name_with_a_newline_is_refused_in_the_plan_touching_nothing(twin
         assert "host %r: inventory host name: expected a host name of letters, digits" % injected in output, \
             output[-3000:]
     assert "Traceback" not in output and "UNREACHABLE" not in output
-    assert {host: state(host) for host in INJECTED} == before, "a host was touched"
+    assert {host: untouched(host) for host in INJECTED} == before, "a host was touched"
     assert not proof_exists(), "the injected command ran"
 
 
 def test_seat_files_on_the_host_refuses_a_host_name_outside_the_grammar(twin, tmp_path):
     """The renderer's own refusal, on the host: the plan's seats, rendered by seat_files over
     SSH on twin2 (its systemd seat) and twin1 (compose), with the injected name as ``host``."""
-    before = {host: state(host) for host in INJECTED}
+    before = {host: untouched(host) for host in INJECTED}
     playbook = tmp_path / "render.yml"
     playbook.write_text(yaml.safe_dump([{
         "name": "Render the planned seats under an injected host name",
@@ -108,7 +116,7 @@ def test_seat_files_on_the_host_refuses_a_host_name_outside_the_grammar(twin, tm
     assert proc.returncode != 0, output[-3000:]
     assert output.count("host: expected a host name of letters, digits") >= 2, output[-4000:]
     assert "Traceback" not in output and "UNREACHABLE" not in output, output[-3000:]
-    assert {host: state(host) for host in INJECTED} == before, "a file or a container changed"
+    assert {host: untouched(host) for host in INJECTED} == before, "a file or a container changed"
     assert not proof_exists(), "the injected command ran"
     unit = fleet.find_host("twin2").path("/srv/compose/delta/llmfleet-seat-delta.service")
     assert PROOF not in open(unit, encoding="utf-8").read(), "the injected line reached the unit"
