@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import run_ansible
-from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_for
+from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_for, wait_healthy
 from test_adopt_twin import _adopt
 
 from twinlib import fleet
@@ -181,10 +181,10 @@ def test_the_handover(handover):
     applied, report_dir = _window(handover, "applied", check=True)
     section = report_of(report_dir)["hosts"]["twin1"]
     assert section["status"] == "applied"
-    now = state("twin1")
     # adopted with their own container names, now the collection's seats
     assert _managed() == {"chat-chat-1": "chat", "coder-coder-1": "coder", "asr-asr-1": "asr"}
-    assert all(running == "running" and healthy for _cid, running, healthy in now["containers"].values())
+    wait_healthy("twin1")  # docker's own healthcheck runs on its interval, after the window's gates
+    now = state("twin1")
     assert not {cid for cid, _r, _h in now["containers"].values()} & {cid for cid, _r, _h in before["containers"].values()}
     for project in ("chat", "coder", "asr"):
         kept = [name for name in now["files"] if name.startswith(project + "/compose.yaml.bak-")]
