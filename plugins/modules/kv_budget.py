@@ -89,8 +89,9 @@ options:
     description:
       - The card, for vLLM's batch defaults and attention backend (block size) -
         V(h100), V(h200) (Hopper), V(b200), V(rtx-pro-6000) (Blackwell), V(a100), V(l40s).
+      - V(cpu) is vLLM's CPU platform (its CPU build, release 0.32 only), checked against a live engine.
     type: str
-    choices: [h100, h200, b200, rtx-pro-6000, a100, l40s]
+    choices: [h100, h200, b200, rtx-pro-6000, a100, l40s, cpu]
     default: h100
   num_speculative_tokens:
     description: MTP speculative tokens (Qwen3-Next and Qwen3.5 only); they add draft layers and Mamba state.
@@ -316,7 +317,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import GPU_PROFILE, KV_FACTOR, KV_ROUND_TO
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
-    GPU_PROFILES,
+    PLATFORMS,
     KV_CACHE_DTYPES,
     MAMBA_DTYPES,
     kv_budget,
@@ -340,7 +341,7 @@ def main():
             "kv_cache_memory_bytes": {"type": "raw"},
             "kv_factor": {"type": "float", "default": KV_FACTOR},
             "kv_round_to": {"type": "raw", "default": KV_ROUND_TO},
-            "gpu": {"type": "str", "choices": sorted(GPU_PROFILES), "default": GPU_PROFILE},
+            "gpu": {"type": "str", "choices": list(PLATFORMS), "default": GPU_PROFILE},
             "num_speculative_tokens": {"type": "int", "default": 0, "no_log": False},
             "enforce_eager": {"type": "bool", "default": False},
             "mamba_cache_dtype": {"type": "str", "choices": list(MAMBA_DTYPES),

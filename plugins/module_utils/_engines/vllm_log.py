@@ -24,6 +24,8 @@ Pure standard library. The patterns follow vLLM's own format strings from 0.10.1
   innermost process, and each rank's worker prints its own reserved-KV line;
 * a speculative draft model prints its own ``Using max model len`` after the target's, which is
   the seat's;
+* vLLM's CPU platform (its CPU build) names its pool ``CPU KV cache size`` and reports the budget
+  as ``Explicitly set (G/T) GiB for KV cache on node N`` in its worker;
 * an OOM is torch's ``OutOfMemoryError`` or ``CUDA error: out of memory`` (``torch.AcceleratorError``,
   ``RuntimeError``), or a FlashInfer autotuner fall-back, each counted once with where the boot
   was: loading weights, profiling, capturing graphs (after the KV allocation) or serving.
@@ -65,6 +67,11 @@ _AUTO_FIT = re.compile(r"^Auto-fit max_model_len: (?:reduced from \d+ to (?P<red
                        r"full model context length (?P<full>\d+) fits)")
 _RESERVED = re.compile(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, reserved "
                        r"(?P<gib>" + _NUMBER + r") ?GiB memory for KV Cache")
+# the CPU platform's worker: "Explicitly set (0.06/23.54) GiB for KV cache on node 0." (a pinned
+# budget) or "Auto set (...)" (one sized from the worker's requested memory); its total is the
+# node's memory, not a free figure
+_CPU_RESERVED = re.compile(r"^(?:Explicitly|Auto) set \((?P<gib>" + _NUMBER + r")/(?P<total>" + _NUMBER
+                           + r")\) GiB for KV cache on node \d+")
 _NON_DEFAULT_KV = re.compile(r"^non-default args: .*'kv_cache_memory_bytes': (?P<bytes>\d+)")
 _AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") GiB")
 # V1: "Model loading took 7.63 GiB memory and ..."; V0: "Loading model weights took 14.99 GB"
@@ -107,6 +114,9 @@ _EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exceptio
 _PYDANTIC_VALUE_ERROR = re.compile(r"^\s+Value error, (?P<detail>.*?)(?: \[type=value_error.*)?$")
 _ARGPARSE = re.compile(r"^(?P<prog>vllm(?: \w+)?): error: (?P<detail>.+)$")
 _AUTOTUNER_OOM = re.compile(r"\[Autotuner\]: OOM detected")
+# ERROR-level lines that are no boot failure: a client's bad request, and the engine's dumps of
+# its inputs when it dies (the request's own data, which a report must not carry)
+_NOT_FAILURES = re.compile(r"^(?:Error with model error=|Dumping (?:input data|scheduler output|scheduler stats)\b)")
 _TRACEBACK_BODY = ("Traceback (most recent call last)", "During handling of the above exception",
                    "The above exception was the direct cause")
 
@@ -250,6 +260,9 @@ def _read_boot(lines, result):
         if found and proc and _WORKER.match(proc[0]):
             result["worker_reserved_kv_gib"].setdefault(proc[0] if proc[0].startswith("Worker_TP") else
                                                         "%s pid=%s" % proc, found.group("gib"))
+        found = _CPU_RESERVED.match(msg)
+        if found and result["reserved_kv_gib"] is None:
+            result["reserved_kv_gib"] = found.group("gib")
         found = _NON_DEFAULT_KV.match(msg)
         if found:
             exact_kv_bytes = int(found.group("bytes"))
@@ -300,7 +313,7 @@ def _read_boot(lines, result):
         elif argparse_error:
             add_error(msg)
         elif level in ("ERROR", "CRITICAL") and msg and not msg[0].isspace() \
-                and not msg.startswith(_TRACEBACK_BODY):
+                and not msg.startswith(_TRACEBACK_BODY) and not _NOT_FAILURES.match(msg):
             add_error(msg)
 
     if result["max_model_len"] is None:

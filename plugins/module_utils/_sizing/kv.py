@@ -72,6 +72,18 @@ GPU_PROFILES = {
     "l40s": {"sm": 89, "memory_gib": 44.4, "name": "NVIDIA L40S"},
 }
 
+# vLLM's CPU platform (platforms/cpu.py, v1/attention/backends/cpu_attn.py), modelled for the
+# release whose CPU build the real-engine tests boot: its one attention backend, its default block
+# of 128, its serving batch defaults, and no asynchronous scheduling (one batch in flight).
+CPU_PLATFORM = "cpu"
+CPU_RELEASES = ("0.32.0",)
+PLATFORMS = tuple(sorted(GPU_PROFILES)) + (CPU_PLATFORM,)
+_CPU_BLOCK_SIZE = 128
+# The heads its attention kernel computes; another boots and the engine dies at its first request.
+CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+# Its fp8 caches need AVX-512 or AMX, which the machines the model is checked on lack.
+_CPU_KV_CACHE_DTYPES = ("auto",)
+
 _CONSERVING = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
@@ -179,6 +191,7 @@ _FLASHMLA = _Backend("FLASHMLA", fixed=(64,))
 _FLASHINFER_MLA = _Backend("FLASHINFER_MLA", fixed=(32, 64))
 _CUTLASS_MLA = _Backend("CUTLASS_MLA", fixed=(128,))
 _TRITON_MLA = _Backend("TRITON_MLA", multiple_of=16)
+_CPU_ATTN = _Backend("CPU_ATTN", multiple_of=32)
 
 
 def _attention_backend_0_10(options, model):
@@ -481,9 +494,13 @@ class _Options:
         self.release = _release(vllm_version, allow_nearest_vllm_release, seat)
         self.version = parse_version(self.release["release"])
         self.max_len_limit = _max_len_limit(model, self.release, seat)
-        if gpu not in GPU_PROFILES:
-            raise self.error("gpu", "one of %s" % ", ".join(sorted(GPU_PROFILES)), gpu)
-        self.gpu, self.sm = gpu, GPU_PROFILES[gpu]["sm"]
+        if gpu not in PLATFORMS:
+            raise self.error("gpu", "one of %s" % ", ".join(PLATFORMS), gpu)
+        self.gpu, self.cpu = gpu, gpu == CPU_PLATFORM
+        self.sm = None if self.cpu else GPU_PROFILES[gpu]["sm"]
+        if self.cpu and self.release["release"] not in CPU_RELEASES:
+            raise self.error("vllm_version", "%s: vLLM's CPU platform is modelled for that release"
+                             % " or ".join(CPU_RELEASES), self.release["release"])
         for name, value, known, offered in (
                 ("kv_cache_dtype", kv_cache_dtype, KV_CACHE_DTYPES, _release_dtypes(self, _KV_CACHE_DTYPES_FROM)),
                 ("mamba_cache_dtype", mamba_cache_dtype, MAMBA_DTYPES, _release_dtypes(self, _MAMBA_DTYPES_FROM)),
@@ -514,8 +531,8 @@ class _Options:
             2 if self.kv_cache_dtype in ("bfloat16", "float16") else self.model_dtype_bytes)
         self._batch_defaults(max_model_len, max_num_batched_tokens, max_num_seqs)
         # 0.26: a sliding window keeps the tokens of every batch in flight (two, scheduled
-        # asynchronously); before, one batch's.
-        self.in_flight_tokens = (2 if self.since("0.26") else 1) * self.max_num_batched_tokens
+        # asynchronously; the CPU platform turns that off); before, one batch's.
+        self.in_flight_tokens = (2 if self.since("0.26") and not self.cpu else 1) * self.max_num_batched_tokens
         # 0.29: the admission check holds back the null block the block pool keeps.
         self.null_blocks_held = 1 if self.since("0.29") else 0
         gdn = model["attention"] == "gated_delta_net"
@@ -538,8 +555,10 @@ class _Options:
     def _batch_defaults(self, max_model_len, max_num_batched_tokens, max_num_seqs):
         """EngineArgs.get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args
         for ``vllm serve`` (OPENAI_API_SERVER usage context)."""
-        profile = GPU_PROFILES[self.gpu]
-        if profile["memory_gib"] >= 160 and self.since("0.28"):  # B200's own tier from 0.28
+        profile = GPU_PROFILES.get(self.gpu)
+        if self.cpu:  # per rank of the world
+            default_tokens, default_seqs = 2048 * self.tp, 128 * self.tp
+        elif profile["memory_gib"] >= 160 and self.since("0.28"):  # B200's own tier from 0.28
             default_tokens, default_seqs = 16384, 1024
         elif profile["memory_gib"] >= 70 and "a100" not in profile["name"].lower():
             default_tokens, default_seqs = 8192, 1024
@@ -771,6 +790,8 @@ def _block_size(model, options, backend, attn_per_token):
     """Platform.update_block_size_for_backend: phase 1 (backend preference unless --block-size)
     and phase 2 (_align_hybrid_block_size for Mamba hybrids). Returns (block size, mamba page
     padding or None, mamba state bytes)."""
+    if options.cpu:
+        return options.user_block_size or _CPU_BLOCK_SIZE, None, 0
     if model["mla"] and not options.since("0.18"):
         return _forced_mla_block(options, _mla_forcing_backend(options, model)), None, 0
     block_size = options.user_block_size or backend.preferred_block_size(16)
@@ -795,6 +816,8 @@ def _block_size(model, options, backend, attn_per_token):
 
 def _select_backend(options, model):
     """The attention backend the seat's release runs the model's first attention layer with."""
+    if options.cpu:
+        return _cpu_backend(options, model)
     if options.kv_cache_dtype == "bfloat16" and not options.since("0.15"):
         # the CLI takes it from 0.11, but no attention backend lists it before 0.15
         raise options.error("kv_cache_dtype", "a KV cache dtype an attention backend of vLLM %s takes "
@@ -806,6 +829,19 @@ def _select_backend(options, model):
             else _mla_forcing_backend(options, model)
     return _attention_backend(options, model) if options.since("0.11") \
         else _attention_backend_0_10(options, model)
+
+
+def _cpu_backend(options, model):
+    """CpuPlatform.get_attn_backend_cls: CPU_ATTN for every model without MLA, with the model's
+    own dtype for its cache."""
+    if model["mla"] or model["attention"] == "gated_delta_net":
+        raise options.error("gpu", "a GPU profile: MLA and Mamba models on vLLM's CPU platform are "
+                            "not modelled", options.gpu)
+    if options.kv_cache_dtype not in _CPU_KV_CACHE_DTYPES:
+        raise options.error("kv_cache_dtype", "auto on vLLM's CPU platform (an fp8 cache there needs "
+                            "AVX-512 or AMX: \"FP8 KV cache on CPU requires x86 with AVX-512 or AMX.\")",
+                            options.kv_cache_dtype)
+    return _CPU_ATTN
 
 
 def _layer_specs(model, options, max_model_len):
@@ -986,8 +1022,8 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
     # 0.20 counts the tokens a full pool holds at this length; before, blocks per group.
     tokens = int(concurrency * max_model_len) if opts.since("0.20") \
         else num_blocks // len(plan.groups) * plan.block_size
-    capacity_line = ("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per "
-                     "request: {:.2f}x".format(tokens, max_model_len, concurrency))
+    capacity_line = ("{} KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per request: "
+                     "{:.2f}x".format("CPU" if opts.cpu else "GPU", tokens, max_model_len, concurrency))
     # 0.20 refuses a FULL decode graph with more sequences than Mamba blocks (0.18 and 0.19 cap
     # the capture sizes instead)
     if not errors and plan.has_mamba and not opts.enforce_eager and opts.since("0.20") \
@@ -1007,6 +1043,7 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         "max_concurrency_exact": concurrency,
         "boot_ok": not errors,
         "boot_error": errors[0] if errors else None,
+        "first_request_error": _first_request_error(model, opts),
         "per_token_kv_bytes": plan.per_token_kv_bytes,
         "groups": [_group_summary(group, max_model_len, plan) for group in plan.groups],
         "vllm_args": ["--kv-cache-memory-bytes", str(budget), "--max-model-len",
@@ -1025,6 +1062,15 @@ def _result(model, opts, plan, backend, budget, requested_len, max_model_len):
         "vllm_version": opts.release["version"],
         "vllm_release": opts.release["release"],
     }
+
+
+def _first_request_error(model, opts):
+    """What kills an engine that booted at its first request: the CPU attention kernel's refusal
+    of a head size it does not compute (KV planning takes any)."""
+    head_size = next(layer for layer in model["layers"] if layer["kind"] != "linear_attention")["head_size"]
+    if opts.cpu and head_size not in CPU_ATTN_HEAD_SIZES:
+        return "Unsupported CPU attention configuration: head_dim=%d" % head_size
+    return None
 
 
 def _group_summary(group, max_model_len, plan):

@@ -463,7 +463,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         api, seat = self.api, self.api.seat
         model = request.get("model") or api.served_names[0]
         if model not in api.served_names:
-            raise RequestError(404, "NotFoundError", "The model `%s` does not exist." % model, "model")
+            raise RequestError(404, "NotFoundError", "The model `%s` does not exist. Valid aliases: %s."
+                               % (model, ", ".join(api.served_names)), "model")
         tools = request.get("tools")
         # Tools without a tool_choice mean "auto" (chat_completion/protocol.py, check_tool_usage).
         tool_choice = request.get("tool_choice", "auto" if tools else "none")
@@ -482,14 +483,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise RequestError(400, "BadRequestError", "%s: Input should be a valid integer "
                                "greater than or equal to 1" % field, field)
         if asked is not None and asked > limit:
+            # VLLMValidationError's text ends with its parameter and value
             raise RequestError(400, "BadRequestError", "%s=%d cannot be greater than max_model_len=%d. "
-                               "Please request fewer output tokens." % (field, asked, limit), field)
+                               "Please request fewer output tokens. (parameter=%s, value=%d)"
+                               % (field, asked, limit, field, asked), field)
         prompt = prompt_tokens(request)
         if prompt > limit:
+            # the tokenizer stops at one token past the limit (renderers/params.py get_encode_kwargs)
             raise RequestError(400, "BadRequestError", (
                 "This model's maximum context length is %d tokens. However, your prompt contains "
-                "%d input tokens, which exceeds this limit even without any output tokens. Please "
-                "reduce the length of the input prompt." % (limit, prompt)), "input_tokens")
+                "at least %d input tokens, which exceeds this limit even without any output tokens. "
+                "Please reduce the length of the input prompt. (parameter=input_tokens, value=%d)"
+                % (limit, limit + 1, limit + 1)), "input_tokens")
         max_tokens = min(v for v in (limit - prompt, asked, api.override_max_tokens) if v is not None)
         return Generation(request, seat, max_tokens, api.knobs.reply_tokens), prompt
 
@@ -506,7 +511,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          "finish_reason": generation.finish_reason, "stop_reason": None,
                          "token_ids": None, "routed_experts": None}],
             "service_tier": None, "system_fingerprint": None, "usage": self._usage(prompt, generation),
-            "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None})
+            "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
+            "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None})
 
     def stream(self, request: dict, generation: Generation, prompt: int) -> None:
         self.send_response_only(200)

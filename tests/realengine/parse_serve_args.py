@@ -1,0 +1,46 @@
+"""Parse command lines as the real ``vllm serve`` does, without serving: its own argument parser,
+its own checks of the parsed arguments, and the engine configuration it builds from them (which
+reads the model's config and tokenizer, and refuses what the engine would refuse at start).
+
+Run by the real engine's own python (.build/real-vllm/venv):
+
+    python parse_serve_args.py '[["MODEL", "--max-model-len", "2048", ...], ...]'
+
+Prints one JSON object per command line: {"ok": true} or {"ok": false, "error": "..."}.
+"""
+
+import contextlib
+import io
+import json
+import sys
+
+
+def parse(argv):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.entrypoints.launchers.launcher import validate_api_server_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(["--model", argv[0]] + list(argv[1:]))
+    except SystemExit:
+        return {"ok": False, "error": stderr.getvalue().strip().splitlines()[-1]}
+    try:
+        validate_parsed_serve_args(args)
+        validate_api_server_args(args)
+        AsyncEngineArgs.from_cli_args(args).create_engine_config()
+    except Exception as error:  # the refusal itself is what the test reads
+        return {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
+    return {"ok": True}
+
+
+def main(command_lines):
+    for argv in json.loads(command_lines):
+        print(json.dumps(parse(argv)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

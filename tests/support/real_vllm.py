@@ -1,0 +1,123 @@
+"""The real vLLM 0.32 (its CPU build, .build/real-vllm/venv from scripts/bootstrap-real-vllm)
+booted as ``vllm serve`` on tiny models made here (tests/realengine/make_tiny_model.py).
+
+    model = tiny_model({"model_type": "llama", "num_key_value_heads": 1})
+    boot = serve(model, ["--max-model-len", "2048", "--kv-cache-memory-bytes", "64M"])
+    boot.log                     # everything it printed, up to the KV line or its exit
+    stop_engine(boot)
+
+``serve`` waits on events (the KV capacity line, "Application startup complete", the process's
+exit), never on a fixed sleep; the timeout only bounds a boot that hangs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from support.litellm import free_port
+
+MAKER = REPO_ROOT / "tests" / "realengine" / "make_tiny_model.py"
+MODELS = REPO_ROOT / ".build" / "real-vllm" / "models"
+BOOT_TIMEOUT_S = 600
+# Offline, quiet, and on vLLM's CPU platform.
+ENGINE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+              "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_COLOR": "0",
+              "PYTHONUNBUFFERED": "1"}
+
+
+def real_vllm_python() -> Path:
+    """The engine's python; scripts/bootstrap-real-vllm builds it once (~3 min) and is instant after."""
+    proc = subprocess.run([str(REPO_ROOT / "scripts" / "bootstrap-real-vllm")], capture_output=True,
+                          text=True, timeout=1800, check=False)
+    if proc.returncode != 0:
+        pytest.fail("scripts/bootstrap-real-vllm failed; the real-engine tests need vLLM's CPU build:\n"
+                    + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def tiny_model(spec: dict) -> Path:
+    """The model of ``spec`` (config fields, see make_tiny_model.py), made once and kept under
+    .build/real-vllm/models by the digest of the spec and the maker."""
+    digest = hashlib.sha256(MAKER.read_bytes() + json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    target = MODELS / ("%s-%s" % (spec["model_type"], digest))
+    if (target / "config.json").is_file():
+        return target
+    MODELS.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=MODELS, prefix=".making-"))
+    try:
+        proc = subprocess.run([str(real_vllm_python()), str(MAKER), str(work), json.dumps(spec)],
+                              capture_output=True, text=True, timeout=600, check=False,
+                              env=dict(os.environ, **ENGINE_ENV))
+        if proc.returncode != 0:
+            pytest.fail("making the tiny model %s failed:\n%s" % (spec, proc.stderr[-3000:]))
+        try:
+            work.rename(target)
+        except OSError:  # another test made it first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+class Boot:
+    """One ``vllm serve`` process and what it printed."""
+
+    def __init__(self, proc: subprocess.Popen, log_path: Path, port: int):
+        self.proc, self.log_path, self.port = proc, log_path, port
+        self.url = "http://127.0.0.1:%d" % port
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def serve(model: Path, args: list, until: str = "kv", log_dir: Path | None = None) -> Boot:
+    """Start ``vllm serve MODEL ARGS`` on a free loopback port; return when the log shows
+    ``until`` ("kv": the KV capacity line; "ready": the API server's startup complete) or the
+    engine exits, whichever comes first."""
+    port = free_port()
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="real-vllm-"))
+    log_path = log_dir / ("serve-%d.log" % port)
+    marker = {"kv": "KV cache size:", "ready": "Application startup complete"}[until]
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(
+            [str(real_vllm_python()), "-m", "vllm.entrypoints.cli.main", "serve", str(model),
+             "--host", "127.0.0.1", "--port", str(port), "--enforce-eager"] + list(args),
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, **ENGINE_ENV))
+    boot = Boot(proc, log_path, port)
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while proc.poll() is None and marker not in boot.log:
+        if time.monotonic() > deadline:
+            stop_engine(boot)
+            pytest.fail("vllm serve neither reached %r nor exited in %d s; log:\n%s"
+                        % (marker, BOOT_TIMEOUT_S, boot.log[-3000:]))
+        time.sleep(0.2)
+    return boot
+
+
+def stop_engine(boot: Boot) -> None:
+    """The engine's whole session (API server, engine core, worker): SIGTERM once it serves, as a
+    runtime stops it; SIGKILL while it boots, which SIGTERM leaves hanging for half a minute."""
+    if boot.proc.poll() is None and "Application startup complete" in boot.log:
+        try:
+            os.killpg(boot.proc.pid, signal.SIGTERM)
+            boot.proc.wait(timeout=30)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            pass
+    try:
+        os.killpg(boot.proc.pid, signal.SIGKILL)  # and any worker that outlived its parent
+    except (ProcessLookupError, PermissionError):
+        pass
+    boot.proc.wait()
