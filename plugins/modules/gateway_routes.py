@@ -23,8 +23,15 @@ description:
     characters of each value change, so comments, quoting and layout are kept; the result is
     read back before it is written; the file is backed up first as
     C(<path>.bak-YYYYMMDD-<tag>) and replaced atomically with its owner and mode.
-  - Fails when, after any rewrite, a target is still V(moved), V(wrong_seat) or V(unknown) (see
-    O(strict)), naming the line, route and target of each; it then writes nothing.
+  - A seat with an O(seats[].api_key) answers only requests that carry it, so a route whose
+    C(api_base) is that seat's address must carry the seat's key in C(litellm_params.api_key);
+    without one it is V(no_key), with a key written in the file that is not the seat's it is
+    V(wrong_key). An C(os.environ/) key is resolved by the gateway and not judged. No key (the
+    seat's or the file's) is ever shown; the file's literal keys are kept out of the diff.
+  - Fails when, after any rewrite, a target is still V(moved), V(wrong_seat), V(unknown),
+    V(no_key) or V(wrong_key) (see O(strict)), naming the line, route and target of each (and the
+    seat, for a key); it then writes nothing. Run it with C(check_mode) before a window to catch a
+    route that would answer 401 only once the window's smoke gates ask it.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -79,6 +86,11 @@ options:
       previous_port:
         description: The port the seat had before it moved; defaults to O(seats[].port).
         type: int
+      api_key:
+        description:
+          - The seat's API key (the seat's own C(api_key), never printed). Its routes must carry
+            it; a seat's inventory entry can be passed as it is.
+        type: str
   rewrite:
     description: Repoint V(moved) targets to where their seat is now.
     type: bool
@@ -165,7 +177,14 @@ targets:
       description: The URL as written.
       type: str
     status:
-      description: V(ok), V(moved), V(wrong_seat), V(unknown), V(external) or V(unresolved).
+      description:
+        - V(ok), V(moved), V(wrong_seat), V(unknown), V(external), V(unresolved), V(no_key) or
+          V(wrong_key).
+      type: str
+    route_key:
+      description:
+        - For an V(api_base), how the route sends its key. V(null) (none), V(environment) (an
+          C(os.environ/) reference) or V(literal) (written in the file; its value is not returned).
       type: str
     seat:
       description: The seat it points at (or should point at), else V(null).
@@ -200,7 +219,7 @@ rewrites:
       old: http://10.250.50.54:8030/score
       new: http://10.251.50.54:8030/score
 problems:
-  description: How many targets are left V(moved), V(wrong_seat) or V(unknown).
+  description: How many targets are left V(moved), V(wrong_seat), V(unknown), V(no_key) or V(wrong_key).
   returned: always
   type: int
   sample: 0
@@ -248,6 +267,7 @@ def main():
                     "served_model_names": {"type": "list", "elements": "str", "default": []},
                     "previous_host": {"type": "str"},
                     "previous_port": {"type": "int"},
+                    "api_key": {"type": "str", "no_log": True},
                 },
             },
             "rewrite": {"type": "bool", "default": False},
@@ -267,7 +287,7 @@ def main():
         result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
                                        params["external_hosts"], params["strict"], params["backup_tag"],
                                        params["backup_date"] or time.strftime("%Y%m%d"),
-                                       module.check_mode, module.atomic_move)
+                                       module.check_mode, module.atomic_move, module.no_log_values.add)
     if failure:
         module.fail_json(msg=failure, **result)
     if not module._diff:

@@ -19,6 +19,11 @@ description:
     left there, its workers included; see the P(llmfleet.seats.controller#lookup) lookup), take
     the lock over with O(force=true), and adopt the dead run's journal so that a rollback still
     returns to the state before the first run.
+  - A run's modules on the host carry its run id in their environment (C(LLMFLEET_RUN_ID), which
+    the rebalance role sets for every task of its window, and what they start inherits). A module
+    whose controller worker was killed keeps running on the host; before a forced takeover the
+    module waits up to O(takeover_wait) seconds for the holder's processes found that way, and
+    fails naming them (RV(left)) if they stay.
   - The journal also says how far the window got (C(touched), the seats it stopped or booted, and
     C(gated), those that passed every gate since); a takeover returns the seats the dead run
     touched and never saw gated, for the new run to gate again.
@@ -65,6 +70,13 @@ options:
       - Take the lock even when another run holds it. Only for a holder known to be dead.
     type: bool
     default: false
+  takeover_wait:
+    description:
+      - With O(force=true) and a lock another run holds, how many seconds to wait for that run's
+        processes on this host (those whose environment carries its run id in C(LLMFLEET_RUN_ID))
+        to end. The lock is not taken while any is left.
+    type: int
+    default: 0
 """
 
 EXAMPLES = r"""
@@ -111,6 +123,19 @@ interrupted:
   returned: state=acquired and the lock was taken
   type: dict
   sample: {run_id: 20261005T101500Z-4242, seats: [gen-small]}
+left:
+  description:
+    - When a forced takeover was refused, the holder's processes still running on this host
+      (C(pid), C(name), and C(what), its name and the module it runs where its command line says),
+      after RV(waited_s) seconds.
+  returned: a forced takeover refused for processes of the holder
+  type: list
+  elements: dict
+  sample: [{pid: 40412, name: python3, what: "python3, module seat_boot"}]
+waited_s:
+  description: How long a refused forced takeover waited for RV(left) to end.
+  returned: a forced takeover refused for processes of the holder
+  type: float
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -128,10 +153,13 @@ def main():
             "run_id": {"type": "str", "required": True},
             "controller": {"type": "dict", "default": {}},
             "force": {"type": "bool", "default": False},
+            "takeover_wait": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
     params, check = module.params, module.check_mode
+    if params["takeover_wait"] < 0:
+        module.fail_json(msg="takeover_wait: expected seconds >= 0, got %d" % params["takeover_wait"])
     with operator_errors(module):
         try:
             if params["state"] == "released":
@@ -140,9 +168,11 @@ def main():
                 changed, journal = lock.journal(params["path"], params["run_id"], params["journal"], check)
                 module.exit_json(changed=changed, journal=journal)
             module.exit_json(**lock.acquire(params["path"], params["run_id"], params["controller"],
-                                            params["force"], check))
+                                            params["force"], check, params["takeover_wait"]))
         except lock.LockError as exc:
             failure = {"msg": str(exc), "held_by": exc.held_by}
+            if isinstance(exc, lock.HolderStillRuns):
+                failure.update(left=exc.left, waited_s=exc.waited_s)
             if params["state"] == "acquired":
                 failure["acquired"] = False
             module.fail_json(**failure)

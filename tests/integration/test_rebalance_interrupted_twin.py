@@ -4,7 +4,11 @@ ansible-playbook is SIGKILLed (its whole process group) while a changed seat boo
 left that group (Ansible's workers call setsid) and keeps running the boot on the host, so the
 next run waits for it, or refuses while it runs, and never runs beside it. Once it is gone, the
 next run takes the lock over and gates the seat the dead run never saw gated: the report says so
-and the host is `applied` (or put back, when the operator asks for that), never `unchanged`."""
+and the host is `applied` (or put back, when the operator asks for that), never `unchanged`.
+
+When the worker is killed too, the module it ran keeps running on the host (the boot goes on over
+a closed SSH channel); the next run finds it there by the run id it carries, and waits for it or
+refuses naming it, as for the worker."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.lock import run_processes
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.lock import host_processes, run_processes
 from support.rollout import (FLEET, assert_rolled_back, fleet, fleet_with, rebalance, report_of, state,
                              twin_pair, wait_for, wait_healthy)
 
@@ -138,3 +142,56 @@ def test_an_interrupted_window_is_rolled_back_when_the_operator_asks(twin_invent
     assert "seat_rebalance_interrupted_window=roll_back" in section["error"]
     assert_rolled_back(before)
     assert _lock() is None
+
+
+def test_a_module_that_outlives_its_killed_worker_is_waited_for_on_the_host(twin_inventory, tmp_path):
+    held, _before, hosts, left = _kill_while_alpha_boots(twin_inventory, tmp_path, 28672, 30)
+    workers = [p["pid"] for p in left if p["role"] == "worker"]
+    assert workers, "the dead run had a worker running the boot"
+    for worker in workers:  # the worker called setsid: its group is it and its ssh client
+        os.killpg(worker, signal.SIGKILL)
+    wait_for(lambda: not run_processes(held["controller"], os.getpid()), what="the killed workers to go")
+
+    # The twin's hosts run on this machine: the test sees the host's processes as the host does.
+    on_host = host_processes(held["run_id"], os.getpid())
+    modules = [p["pid"] for p in on_host if p["name"].startswith("python")]
+    assert modules and all(_alive(pid) for pid in modules), \
+        "the boot the killed worker started goes on on the host: %s" % on_host
+
+    refused = rebalance(hosts, twin_inventory, tmp_path / "refused", *ONLY_TWIN1,
+                        "-e", "seat_rebalance_takeover_wait=1", check=False)
+    assert refused.returncode != 0
+    refusal = [line for line in refused.stdout.splitlines()
+               if "of its processes still run on twin1 after" in line]
+    assert refusal, refused.stdout[-3000:]
+    assert ("run %s holds /srv/llmfleet/rebalance.lock on twin1; " % held["run_id"]) in refusal[0]
+    assert "pid %d (python" % modules[0] in refusal[0], refusal[0]
+    assert "Traceback" not in refused.stdout + refused.stderr
+    assert _lock()["run_id"] == held["run_id"], "the refused run took nothing"
+    assert not (tmp_path / "refused" / "report.json").exists()
+
+    # With the default wait the next run takes the lock only once the module on the host is gone.
+    seen = {}
+
+    def watch():
+        while "lock" not in seen:
+            if "gone" not in seen and not any(_alive(pid) for pid in modules):
+                seen["gone"] = time.monotonic()
+            record = _lock()
+            if record and record["run_id"] != held["run_id"]:
+                seen["lock"] = time.monotonic()
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    rebalance(hosts, twin_inventory, tmp_path / "second", *ONLY_TWIN1)
+    seen.setdefault("lock", time.monotonic())
+    watcher.join(timeout=10)
+    assert "gone" in seen and seen["gone"] <= seen["lock"], \
+        "the next run took the lock while a module of the dead run still ran on the host"
+
+    section = report_of(tmp_path / "second")["hosts"]["twin1"]
+    assert section["status"] == "applied", section["status"]
+    assert section["interrupted"] == {"run_id": held["run_id"], "seats": ["alpha"]}
+    assert all(g["ok"] for g in section["gates"]), section["gates"]
+    assert _lock() is None, "the finished window released the lock"

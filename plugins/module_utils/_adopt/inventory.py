@@ -24,6 +24,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot imp
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import value_depth
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    CONTAINER_NAME_RE,
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
     NETWORK_NAME_RE,
@@ -110,10 +111,14 @@ def _with_secrets(seat, record, secrets_note):
     return seat
 
 
-def _common_fields(name, record, gpus):
+def _common_fields(name, record, gpus, note):
     seat = {"name": name, "engine": None, "image": record["image"]}
     if record["name"] != name and not record.get("managed_seat"):  # the collection names its own
-        seat["container_name"] = record["name"]
+        if CONTAINER_NAME_RE.match(record["name"]):
+            seat["container_name"] = record["name"]
+        else:
+            note("seat %s: container_name: its container's name is none docker gives (letters, digits, '_', '.' "
+                 "or '-'); left out: set it to the container's name" % name)
     seat["current_gpu"] = gpus[0] if len(gpus) == 1 else gpus
     environment = {k: v for k, v in sorted(record["environment"].items()) if k not in _GPU_VARIABLES}
     if environment:
@@ -240,7 +245,7 @@ def _vllm_seat(host, name, record, gpus, note, files, secrets_note):
     fields, container_port, utilization, argv_notes = adopted_fields(args)
     for text in argv_notes:
         note("seat %s: %s" % (name, text))
-    seat = _common_fields(name, record, gpus)
+    seat = _common_fields(name, record, gpus, note)
     seat["engine"] = "vllm"
     seat.update(fields)
     if api_key:
@@ -309,7 +314,7 @@ def _runtime(seat, record, is_vllm, note):
 
 
 def _fixed_seat(name, record, gpus, held, note):
-    seat = _common_fields(name, record, gpus)
+    seat = _common_fields(name, record, gpus, note)
     seat["engine"] = "fixed"
     cap = max(held.values()) if held else None
     if cap:

@@ -30,6 +30,8 @@ HEALTH_INTERVAL_S = 10
 # A seat's name names its compose project, directory and container: the whole string matches.
 SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
 SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a letter or digit"
+# A container's name as docker allows it: a seat's container_name, and what adopt writes as one.
+CONTAINER_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # An inventory host name: it is written into every seat file's header and names the host in
 # every message, so the whole string matches (a newline in one became a command in serve.sh).
 HOST_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")

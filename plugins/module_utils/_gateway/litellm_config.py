@@ -21,6 +21,7 @@ offsets the targeted edits need, and are read by duck typing (``id``, ``value``,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -44,7 +45,9 @@ WRONG_SEAT = "wrong_seat"   # a seat's address, but that seat does not serve the
 UNKNOWN = "unknown"         # no seat, now or before, has this address
 EXTERNAL = "external"       # an allowed non-seat host (external_hosts)
 UNRESOLVED = "unresolved"   # os.environ/... or not a URL: cannot be checked from the file
-PROBLEMS = (MOVED, WRONG_SEAT, UNKNOWN)
+NO_KEY = "no_key"           # a keyed seat's address, and the route sends no api_key
+WRONG_KEY = "wrong_key"     # a keyed seat's address, and the route's literal api_key is another
+PROBLEMS = (MOVED, WRONG_SEAT, UNKNOWN, NO_KEY, WRONG_KEY)
 
 
 class RouteAuditError(ValueError):
@@ -83,12 +86,50 @@ def normalize_seats(seats):
         previous_port = seat.get("previous_port")
         normalized.append({
             "name": name, "host": host, "port": port, "served_model_names": list(served),
+            "key_digest": _seat_key_digest(seat.get("api_key"), name),
             "previous_host": host if previous_host is None
             else _host(previous_host, "seat %s: previous_host" % name),
             "previous_port": port if previous_port is None
             else _port(previous_port, "seat %s: previous_port" % name),
         })
     return normalized
+
+
+def _seat_key_digest(key, name):
+    """A seat's api_key as the audit keeps it: a digest to compare a route's literal key with,
+    never the key. None for a seat without one."""
+    if key is None or key == "":
+        return None
+    if not isinstance(key, str):
+        raise RouteAuditError("seat %s: api_key: expected the seat's key as text (its value is not shown)" % name)
+    return _digest(key)
+
+
+def _digest(key):
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _route_key(params):
+    """What a route sends as its key: (None, None) for none, ("environment", None) for an
+    os.environ/ reference (resolved by the gateway, not checkable here), ("literal", digest)."""
+    key = _scalar(_child(params, "api_key"))
+    if key is None or not key.strip():
+        return None, None
+    if key.strip().startswith(ENV_REFERENCE):
+        return "environment", None
+    return "literal", _digest(key)
+
+
+def literal_keys(text, yaml_nodes):
+    """The api_key values written into ``text`` itself (not os.environ/ references): the caller
+    keeps them out of everything it prints (a diff of the file, a message)."""
+    model_list = _child(yaml_nodes(text), "model_list")
+    keys = []
+    for entry in model_list.value if model_list is not None and model_list.id == "sequence" else ():
+        key = _scalar(_child(_child(entry, "litellm_params"), "api_key"))
+        if key and key.strip() and not key.strip().startswith(ENV_REFERENCE):
+            keys.append(key)
+    return keys
 
 
 def _host(value, what):
@@ -152,9 +193,10 @@ def find_targets(text, yaml_nodes, path="config.yaml"):
         node = _child(params, "api_base")
         if node is None:
             continue  # a cloud route: no seat behind it
-        targets.append(_target(node, "api_base", "model_list[%d]" % index,
-                               route=_scalar(_child(entry, "model_name")),
-                               model=_scalar(_child(params, "model"))))
+        target = _target(node, "api_base", "model_list[%d]" % index,
+                         route=_scalar(_child(entry, "model_name")), model=_scalar(_child(params, "model")))
+        target["route_key"], target["key_digest"] = _route_key(params)
+        targets.append(target)
     general = _child(root, "general_settings")
     endpoints = _child(general, "pass_through_endpoints")
     for index, entry in enumerate(_items(endpoints, path,
@@ -201,6 +243,7 @@ def judge(target, seats, external_hosts=()):
     """Add ``status``, ``seat``, ``new_target`` and ``detail`` to one target from find_targets."""
     finding = dict(target, status=None, seat=None, new_target=None, detail="")
     finding.pop("span", None)
+    finding.pop("key_digest", None)  # findings are returned and printed: no trace of a key
     value = target["target"]
     address = split_url(value)
     if address is None:
@@ -218,7 +261,7 @@ def judge(target, seats, external_hosts=()):
     # A route that names its model can only mean a seat that serves it (or lists no names).
     moved_away = [seat for seat in moved_away if _may_serve(seat, name)]
     if seat_here is not None and _may_serve(seat_here, name):
-        return _found(finding, OK, seat_here, "seat %s" % seat_here["name"])
+        return _judge_key(finding, target, seat_here)
     if moved_away:
         return _moved(finding, moved_away, address)
     if seat_here is not None:
@@ -229,6 +272,20 @@ def judge(target, seats, external_hosts=()):
         return _found(finding, EXTERNAL, None, "external host %s" % address["host"])
     return _found(finding, UNKNOWN, None, "no seat at %s:%d%s"
                   % (here[0], here[1], ";" + _served_by(serving) if serving else ""))
+
+
+def _judge_key(finding, target, seat):
+    """A route to a seat with an api_key must send it: the seat answers 401 to anything else,
+    which only the smoke gates after the window would show. Neither key is ever shown."""
+    if seat["key_digest"] is None or target["kind"] != "api_base":
+        return _found(finding, OK, seat, "seat %s" % seat["name"])
+    if target["route_key"] is None:
+        return _found(finding, NO_KEY, seat, "seat %s has an api_key; route %s must carry the seat's key"
+                      " (litellm_params.api_key, e.g. os.environ/NAME)" % (seat["name"], target["route"]))
+    if target["route_key"] == "literal" and target["key_digest"] != seat["key_digest"]:
+        return _found(finding, WRONG_KEY, seat, "route %s carries an api_key that is not seat %s's key;"
+                      " it must carry the seat's key" % (target["route"], seat["name"]))
+    return _found(finding, OK, seat, "seat %s" % seat["name"])
 
 
 def _may_serve(seat, name):
@@ -337,11 +394,13 @@ def problems_message(findings, path="config.yaml"):
 
 
 def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), strict=True,
-                 backup_tag="routes", backup_date=None, check_mode=False, move=os.replace):
+                 backup_tag="routes", backup_date=None, check_mode=False, move=os.replace,
+                 hide=lambda secret: None):
     """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved
     (a dated backup first; ``move(temp, path)`` keeps the file's owner and mode). ``(result,
     failure)``: the failure names every problem when ``strict`` and any target is wrong (all
-    or nothing: a half-repointed gateway is harder to reason about than the old one)."""
+    or nothing: a half-repointed gateway is harder to reason about than the old one).
+    ``hide(key)`` is called with every key written in the file, before anything is returned."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -354,6 +413,8 @@ def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), stri
     except BackupError as exc:
         raise RouteAuditError(str(exc)) from None
     findings, spans = audit(text, seats, yaml_nodes, external_hosts, path)
+    for key in literal_keys(text, yaml_nodes):
+        hide(key)
     new_text, rewrites = text, []
     if repoint:
         new_text, rewrites = rewrite(text, findings, spans, yaml_nodes, path)

@@ -28,6 +28,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.check impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     ALL_INTERFACES,
     BIND_ADDRESS,
+    CONTAINER_NAME_RE,
     CONTROL_RE,
     HEALTH_PATH_EXPECTED,
     HEALTH_PATH_RE,
@@ -70,7 +71,6 @@ _IMAGE_EXPECTED = ("an image reference [REGISTRY/]NAME[:TAG][@sha256:DIGEST] (on
 # argument as it is.
 _DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
 _UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
-_CONTAINER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # docker's own
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
 # Not networks a seat joins: host and none replace the seat's network (host publishes every port
@@ -235,7 +235,7 @@ def _seat(check, position, raw, gpus, defaults):
         "avoid_gpus": _gpu_refs(check, where, "avoid_gpus", raw.get("avoid_gpus"), gpus) or [],
         "current_gpu": _gpu_refs(check, where, "current_gpu", raw.get("current_gpu"), gpus, tp),
         "gpu_count": tp,
-        "container_name": check.text(where, "container_name", raw["container_name"], _CONTAINER_RE,
+        "container_name": check.text(where, "container_name", raw["container_name"], CONTAINER_NAME_RE,
                                      "a container name (letters, digits, '_', '.', '-')")
         if raw.get("container_name") is not None else engine.container_name(name or "seat"),
         "environment": plain,

@@ -20,6 +20,11 @@ ansible-playbook without exec (so a worker keeps its command line) and the worke
 process group and session at once (setsid), so neither of those finds it, and killing the
 group leaves it running; the worker holds its connection to the host until the module it runs
 there ends. A run is over when none of them is alive.
+
+On the host, what a run started there (a module, and what the module runs: ``docker compose
+up``, a gate's wait) carries the run's id in its environment (``RUN_ID_VARIABLE``, set by the
+role for every task of its window). A module whose worker was killed keeps running on the host;
+a forced takeover finds it by that id (``host_processes``) and waits for it, or refuses.
 """
 
 from __future__ import annotations
@@ -27,11 +32,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.journal import unfinished_seats
 
 STATES = ("acquired", "journaled", "released")
+# Set by the rebalance role for every task of a window; inherited by what its modules start.
+RUN_ID_VARIABLE = "LLMFLEET_RUN_ID"
+# A module run without pipelining names itself on its command line.
+_ANSIBALLZ_RE = re.compile(rb"AnsiballZ_([A-Za-z0-9_]+)\.py")
 
 
 class LockError(Exception):
@@ -41,6 +52,16 @@ class LockError(Exception):
     def __init__(self, message, held_by=None):
         super().__init__(message)
         self.held_by = held_by
+
+
+class HolderStillRuns(LockError):
+    """A forced takeover found processes of the holder still running on this host: ``left``
+    (``[{"pid", "name", "what"}]``) after ``waited_s`` seconds."""
+
+    def __init__(self, message, held_by, left, waited_s):
+        super().__init__(message, held_by)
+        self.left = left
+        self.waited_s = waited_s
 
 
 def read(path):
@@ -89,10 +110,11 @@ def journal(path, run_id, entries, check_mode=False):
     return changed, merged
 
 
-def acquire(path, run_id, controller, force=False, check_mode=False):
+def acquire(path, run_id, controller, force=False, check_mode=False, wait=0):
     """Take the lock for run_id: {"changed", "acquired", "journal", "held_by"?}. A lock
     held by another run is taken only with force (its holder is known to be dead), and its
-    record comes back in held_by so the journal can be adopted."""
+    record comes back in held_by so the journal can be adopted. Before a forced takeover the
+    holder's processes on this host are waited for, up to ``wait`` seconds (HolderStillRuns)."""
     holder = read(path)
     if holder is not None and holder.get("run_id") == run_id:
         return {"changed": False, "acquired": True, "journal": holder.get("journal") or {}}
@@ -102,6 +124,14 @@ def acquire(path, run_id, controller, force=False, check_mode=False):
             "re-run with -e seat_rebalance_break_lock=true"
             % (path, holder.get("run_id"), holder.get("controller", {}).get("host", "?"),
                holder.get("controller", {}).get("pid", "?"), holder.get("started", "?")), holder)
+    if holder is not None and isinstance(holder.get("run_id"), str):
+        left = wait_for_host_processes(holder["run_id"], os.getpid(), wait)
+        if left["processes"]:
+            raise HolderStillRuns(
+                "run %s holds %s; %d of its processes still run on this host after %s s (%s) and may "
+                "still be changing it" % (holder["run_id"], path, len(left["processes"]), left["waited_s"],
+                                          describe_processes(left["processes"])),
+                holder, left["processes"], left["waited_s"])
     if check_mode:
         return {"changed": True, "acquired": True, "held_by": holder, "journal": {},
                 "interrupted": _interrupted(holder)}
@@ -209,4 +239,52 @@ def wait_for_run_to_end(identity, own_pid, timeout, proc="/proc", clock=time.mon
         alive = any(process["role"] == "main" for process in processes)
         if alive or not processes or clock() - began >= timeout:
             return {"alive": alive, "processes": processes, "waited_s": round(clock() - began, 1)}
+        sleep(0.5)
+
+
+def _what(pid, proc):
+    """What a process is, for an operator: its name, and the module it runs where its command
+    line says (a module run without pipelining). Never its arguments, which may hold secrets;
+    the name is the host's, so a control character in it cannot break the message's line."""
+    name = CONTROL_RE.sub("?", _name(pid, proc))
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as handle:
+            module = _ANSIBALLZ_RE.search(handle.read())
+    except OSError:
+        module = None
+    return "%s, module %s" % (name, module.group(1).decode()) if module else name
+
+
+def host_processes(run_id, own_pid, proc="/proc"):
+    """The processes on this host whose environment carries run ``run_id`` (what its modules
+    run, and what those started), as ``[{"pid", "name", "what"}]``, except ``own_pid``. A
+    process whose environment cannot be read (another user's, gone meanwhile) is not one."""
+    marker = ("%s=%s" % (RUN_ID_VARIABLE, run_id)).encode()
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == own_pid:
+            continue
+        try:
+            with open(os.path.join(proc, entry, "environ"), "rb") as handle:
+                carries = marker in handle.read().split(b"\0")
+        except OSError:
+            continue
+        if carries:
+            found.append({"pid": int(entry), "name": _name(entry, proc), "what": _what(entry, proc)})
+    return sorted(found, key=lambda process: process["pid"])
+
+
+def describe_processes(processes):
+    """``pid 12 (python3, module seat_boot), pid 40 (docker-compose)``: one line for a message."""
+    return ", ".join("pid %d (%s)" % (process["pid"], process["what"]) for process in processes)
+
+
+def wait_for_host_processes(run_id, own_pid, timeout, proc="/proc", clock=time.monotonic, sleep=time.sleep):
+    """``{"processes", "waited_s"}``: the processes of run ``run_id`` on this host, waited for
+    up to ``timeout`` seconds; ``processes`` lists those still there."""
+    began = clock()
+    while True:
+        processes = host_processes(run_id, own_pid, proc)
+        if not processes or clock() - began >= timeout:
+            return {"processes": processes, "waited_s": round(clock() - began, 1)}
         sleep(0.5)

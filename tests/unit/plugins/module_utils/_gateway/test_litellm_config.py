@@ -199,3 +199,60 @@ def test_split_url(url, parts):
 @pytest.mark.parametrize("url", ["os.environ/BASE", "10.0.0.1:8000", "", None, "ftp://h/x"])
 def test_split_url_rejects(url):
     assert lc.split_url(url) is None
+
+
+SEAT_KEY = "sk-seat-0123456789abcdef"
+KEYED = """model_list:
+  - model_name: guarded
+    litellm_params:
+      model: hosted_vllm/guarded
+      api_base: http://10.251.50.54:8040/v1
+%s
+"""
+KEYED_SEATS = [{"name": "guarded", "host": "10.251.50.54", "port": 8040, "served_model_names": ["guarded"],
+                "api_key": SEAT_KEY}]
+
+
+@pytest.mark.parametrize("route_key, status", [
+    ("", "no_key"),
+    ("      api_key: ''", "no_key"),
+    ("      api_key: sk-someone-elses-key", "wrong_key"),
+    ("      api_key: %s" % SEAT_KEY, "ok"),
+    ("      api_key: os.environ/GUARDED_KEY", "ok"),
+])
+def test_a_route_to_a_keyed_seat_must_carry_the_seats_key(route_key, status):
+    finding = audit(KEYED % route_key, KEYED_SEATS)[0][0]
+    assert finding["status"] == status
+    assert finding["seat"] == "guarded"
+    message = lc.problems_message([finding])
+    assert (message != "") == (status != "ok")
+    if status == "no_key":
+        assert message == ("config.yaml: 1 gateway target(s) do not point at their seat: line 5 model_list[0] (guarded)"
+                           " api_base http://10.251.50.54:8040/v1: no_key - seat guarded has an api_key; route guarded"
+                           " must carry the seat's key (litellm_params.api_key, e.g. os.environ/NAME)")
+    for text in (message, repr(finding)):
+        assert SEAT_KEY not in text and "sk-someone-elses-key" not in text, "no key value in what is shown"
+        assert lc._digest(SEAT_KEY) not in text
+
+
+def test_a_seat_without_a_key_needs_none_on_its_routes():
+    unkeyed = [dict(KEYED_SEATS[0], api_key=None)]
+    assert audit(KEYED % "", unkeyed)[0][0]["status"] == "ok"
+    assert audit(KEYED % "", [dict(KEYED_SEATS[0], api_key="")])[0][0]["status"] == "ok"
+
+
+def test_a_seat_key_that_is_no_text_is_refused_without_showing_it():
+    with pytest.raises(lc.RouteAuditError) as refused:
+        audit(KEYED % "", [dict(KEYED_SEATS[0], api_key=["sk-in-a-list"])])
+    assert str(refused.value) == "seat guarded: api_key: expected the seat's key as text (its value is not shown)"
+
+
+def test_the_files_own_keys_are_handed_over_to_be_hidden(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(KEYED % "      api_key: sk-someone-elses-key")
+    hidden = []
+    result, failure = lc.check_routes(str(path), KEYED_SEATS, yaml_nodes, backup_date="20261005", hide=hidden.append)
+    assert hidden == ["sk-someone-elses-key"]
+    assert "wrong_key" in failure and "route guarded carries an api_key that is not seat guarded's key" in failure
+    assert result["targets"][0]["route_key"] == "literal"
+    assert "sk-someone-elses-key" not in repr(result) + failure

@@ -109,3 +109,85 @@ def test_own_processes_and_other_commands_are_not_the_dead_runs(killed_run):
     assert lock.run_processes(other, os.getpid()) == [], "another command line is another program"
     rebooted = dict(identity, boot_id="another boot")
     assert lock.run_processes(rebooted, os.getpid()) == [], "nothing outlives a reboot"
+
+
+# A stand-in for a module a killed run left on the host: it carries the run id in its environment,
+# as every module of a window does, and starts a child that inherits it (docker compose, say).
+HOST_MODULE = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+sys.stdin.read()
+child.kill()
+"""
+
+
+@pytest.fixture
+def host_module():
+    """A live process tree of run ``run-dead`` on this host: (module pid, child pid, process)."""
+    env = dict(os.environ, **{lock.RUN_ID_VARIABLE: "run-dead"})
+    proc = subprocess.Popen([sys.executable, "-c", HOST_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
+    child = int(proc.stdout.readline())
+    try:
+        yield proc.pid, child, proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_the_host_processes_of_a_run_are_found_by_the_run_id_they_carry(host_module):
+    module, child, _proc = host_module
+    name = identity_name(module)
+    assert lock.host_processes("run-dead", os.getpid()) == [
+        {"pid": module, "name": name, "what": name}, {"pid": child, "name": name, "what": name}]
+    assert lock.host_processes("run-dead", module) == [{"pid": child, "name": name, "what": name}], \
+        "the caller's own process is not the dead run's"
+    assert lock.host_processes("run-dea", os.getpid()) == [], "another run id is another run"
+    assert lock.host_processes("run-dead-2", os.getpid()) == []
+
+
+def test_a_module_names_itself_without_its_arguments(tmp_path):
+    proc = tmp_path / "proc"
+    (proc / "77").mkdir(parents=True)
+    (proc / "77" / "environ").write_bytes(b"HOME=/root\0LLMFLEET_RUN_ID=run-dead\0")
+    (proc / "77" / "comm").write_text("python3\x1b]0;\n")
+    (proc / "77" / "cmdline").write_bytes(b"/usr/bin/python3\0/root/.ansible/tmp/x/AnsiballZ_seat_boot.py\0"
+                                          b"--api-key\0sk-not-for-messages\0")
+    (proc / "78").mkdir()
+    (proc / "78" / "environ").write_bytes(b"LLMFLEET_RUN_ID=run-other\0")
+    found = lock.host_processes("run-dead", 1, proc=str(proc))
+    assert found == [{"pid": 77, "name": "python3\x1b]0;", "what": "python3?]0;, module seat_boot"}]
+    line = lock.describe_processes(found)
+    assert line == "pid 77 (python3?]0;, module seat_boot)"
+    assert "sk-not-for-messages" not in line and "\n" not in line
+
+
+def test_a_takeover_waits_for_the_dead_runs_host_processes_then_refuses_naming_them(tmp_path, host_module):
+    module, child, proc = host_module
+    path = str(tmp_path / "rebalance.lock")
+    lock.acquire(path, "run-dead", {"host": "ctl", "pid": 1})
+    with pytest.raises(lock.HolderStillRuns) as refused:
+        lock.acquire(path, "run-next", {"host": "ctl", "pid": 2}, force=True, wait=1)
+    assert [p["pid"] for p in refused.value.left] == [module, child]
+    assert refused.value.waited_s >= 1
+    assert "run run-dead holds %s; 2 of its processes still run on this host after" % path in str(refused.value)
+    assert "pid %d (" % module in str(refused.value)
+    assert lock.read(path)["run_id"] == "run-dead", "a refused takeover takes nothing"
+
+    proc.communicate("")  # the module ends, and takes its child with it
+    taken = lock.acquire(path, "run-next", {"host": "ctl", "pid": 2}, force=True, wait=30)
+    assert taken["held_by"]["run_id"] == "run-dead"
+    assert lock.read(path)["run_id"] == "run-next"
+
+
+def test_a_takeover_waits_until_the_host_processes_end(monkeypatch):
+    ticks = iter([[{"pid": 5, "name": "python3", "what": "python3"}], []])
+    now = iter(range(100))
+    monkeypatch.setattr(lock, "host_processes", lambda run_id, own_pid, proc="/proc": next(ticks))
+    left = lock.wait_for_host_processes("run-dead", 1, 300, clock=lambda: next(now), sleep=lambda s: None)
+    assert left["processes"] == [] and left["waited_s"] > 0, "waited while one was there, not up to the bound"
