@@ -207,6 +207,9 @@ CASES = [
      "llmfleet_team_owner: unknown variable of llmfleet.seats (no variable of llmfleet.seats has this name)"),
     ("a variable typo and a seat's problem, at once", both(host(llmfleet_kv_facter=2), seat(0, port=0)),
      "2 problem(s) in the inventory"),
+    # a plan option's problem is named beside a seat's (port 0), not after the seat is mended
+    ("a seat's problem and a plan option's, at once",
+     both(seat(0, port=0), host(llmfleet_kv_round_to="half")), "llmfleet_kv_round_to: cannot read 'half'"),
     ("no llmfleet_gpus", unset("llmfleet_gpus"), "llmfleet_gpus: expected a non-empty list of GPUs"),
     ("no llmfleet_seats", unset("llmfleet_seats"), "llmfleet_seats: expected a list of seats, at least one"),
     ("llmfleet_seats empty", host(llmfleet_seats=[]), "llmfleet_seats: expected a list of seats, at least one"),

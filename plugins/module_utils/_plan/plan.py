@@ -36,7 +36,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
+    SeatSpecError, gpus_as_far_as_valid, normalize_host)
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import unknown_variables
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
@@ -271,12 +272,18 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
         _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
         spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
+        seat_problems = []
     except SeatSpecError as exc:
-        return check.errors + str(exc).split("\n- ")[1:]
+        seat_problems = str(exc).split("\n- ")[1:]
+        # the plan's options are checked all the same, so one run names every problem of the host
+        spec = {"gpus": gpus_as_far_as_valid(gpus), "seats": [
+            {"name": seat["name"]} for seat in seats if isinstance(seat, dict) and isinstance(seat.get("name"), str)
+        ] if isinstance(seats, list) else []}
+    named = len(check.errors)
     _check_plan_inputs(check, spec, None, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
                        min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib,
                        default_overhead_mib=default_overhead_mib)
-    return check.errors
+    return check.errors[:named] + seat_problems + check.errors[named:]
 
 
 def _as_number(value, convert):

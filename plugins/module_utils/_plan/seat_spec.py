@@ -115,6 +115,12 @@ def _gpus(check, gpus):
     return out
 
 
+def gpus_as_far_as_valid(gpus):
+    """``llmfleet_gpus`` in normal form where each field is valid (None where not): what the plan's
+    own options are checked against while normalize_host reports the GPUs' problems."""
+    return _gpus(Checker(None), gpus)
+
+
 def _gpu_refs(check, where, field, value, gpus, count=None):
     """Index or UUID (or a list of them) -> a list of UUIDs."""
     if value is None:
