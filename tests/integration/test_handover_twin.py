@@ -157,7 +157,7 @@ def test_the_handover(handover):
     said = " ".join(dry.stdout.split())  # the callback folds long lines
     assert "taken over (stopped first, brought back by a rollback): asr-asr-1 for seat asr" in said
     assert "chat-chat-1 for seat chat (seat chat: its compose project chat, its container name chat-chat-1, " \
-           "its GPU memory (compose service chat), its port 8211; removed; compose project chat, its files in " \
+           "its GPU memory (compose service chat), its port 0.0.0.0:8211; removed; compose project chat, its files in " \
            "/srv/compose/chat)" in said, said[said.find("taken over ("):][:1500]
     assert state("twin1") == before, "the dry run touched the host"
     failed, report_dir = _window(handover, "failed")

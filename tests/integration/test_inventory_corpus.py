@@ -193,7 +193,8 @@ CASES = [
     ("systemd seat's own network", seat(0, runtime="systemd", networks=[{"name": "own", "external": False}]),
      "llmfleet_seats[0].networks[0].external: expected true: a systemd seat joins networks that exist"),
     ("two seats on one port", seat(1, port=8101),
-     "port 8101 is used by seat alpha (llmfleet_seats[0]) and seat beta (llmfleet_seats[1])"),
+     "port 8101 is used by seat alpha (llmfleet_seats[0]) on 127.0.0.1:8101 and seat beta (llmfleet_seats[1]) "
+     "on 127.0.0.1:8101"),
     ("two seats in one container", both(seat(0, container_name="c1"), seat(1, container_name="c1")),
      "container_name 'c1' is used by"),
     # host variables of the collection's prefixes: a typo is refused with the nearest name
