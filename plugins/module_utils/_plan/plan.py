@@ -35,6 +35,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import checked_running
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
     SeatSpecError, gpus_as_far_as_valid, normalize_host)
@@ -286,6 +287,10 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     return check.errors[:named] + seat_problems + check.errors[named:]
 
 
+# What the plan shows of a seat's container as it runs now, beside the planned value.
+NOW_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency")
+
+
 def _as_number(value, convert):
     """``value`` converted as the module's argument spec converts it (``-e
     seat_plan_min_spare_mib=1024`` is text); what it cannot convert as it is, for the checks to
@@ -344,6 +349,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards", containers)
     current_warnings = _current_from_cards(spec, cards)
+    _hand_started_from_cards(spec, cards)
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot", containers)
 
     problems, window_warnings = _window(spec, sized, cards)
@@ -411,6 +417,25 @@ def _current_from_cards(spec, cards):
         seat["current_gpu"] = shown
         seat["held_now_mib"] = sum(held.get(seat["name"], {}).values()) if shown else None
     return warnings
+
+
+def _hand_started_from_cards(spec, cards):
+    """Set ``running_now`` on each seat whose place a vLLM container started outside the
+    collection holds (its compose service or its container name), to what that container runs:
+    the numbers gpu_info read, checked again here (a snapshot is a file anyone may edit)."""
+    containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
+    names = {seat["name"] for seat in spec["seats"]}
+    found = {}
+    for gpu in (cards or {}).get("gpus") or []:
+        for process in gpu.get("processes") or []:
+            if process.get("seat") or not process.get("running"):
+                continue
+            service = process.get("compose_service")
+            name = service if service in names else containers.get(process.get("container"))
+            if name:
+                found.setdefault(name, checked_running(process["running"]))
+    for seat in spec["seats"]:
+        seat["running_now"] = found.get(seat["name"])
 
 
 def _window(spec, sized, cards):
@@ -494,10 +519,10 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
         entry.update(footprint)
         entry.update(engine.planned(seat, sizing))
         # as it runs now, beside the plan: what the cards show it holding, what its container ran
-        running = sizing.get("running") or {}
-        entry["now"] = {"gpus": seat["current_gpu"] or [], "held_mib": seat.get("held_now_mib"),
-                        "max_model_len": running.get("max_model_len"),
-                        "kv_cache_memory_bytes": running.get("kv_cache_memory_bytes")}
+        # (the collection's own command, else the numbers read from a hand-started container)
+        running = sizing.get("running") or seat.get("running_now") or {}
+        entry["now"] = {"gpus": seat["current_gpu"] or [], "held_mib": seat.get("held_now_mib")}
+        entry["now"].update({field: running.get(field) for field in NOW_FIELDS})
         plan_seats.append(entry)
 
     plan_gpus = []
