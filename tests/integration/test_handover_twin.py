@@ -11,11 +11,15 @@ first windows.
 - Then the real hand-over: the seats run as the collection's, the hand-started containers are
   gone with their files kept as dated backups, the dry run and the report name what was taken
   over, and a second run changes nothing and moves nothing.
+- The plan's "now" columns of a hand-started seat show what its container runs (its context and
+  the KV bytes, tokens and concurrency its boot log printed), and never its token.
+- A second operator's host, on L40S cards (adopt writes the l40s profile), goes through the same way.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -69,6 +73,42 @@ START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
 ]}]
 
 
+# twin1 on H100 cards, as the fleet has them; twin2 (the second operator's) on L40S cards
+SPEC = {"description": "The hand-over: twin1 on two H100, twin2 on two L40S.",
+        "hosts": [{"name": "twin1", "gpus": [{"count": 2, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
+                                              "uuids": [GPU1, GPU2]}]},
+                  {"name": "twin2", "gpus": [{"count": 2, "name": "NVIDIA L40S", "memory_total_mib": 46068,
+                                              "uuids": ["GPU-7a1c0002-0000-4000-8000-000000000001",
+                                                        "GPU-7a1c0002-0000-4000-8000-000000000002"]}]}],
+        "images": {"vllm/vllm-openai:v0.33.0": "vllm", "llmfleet/asr-seat:twin": "asr"}}
+
+
+def _booted(host, container):
+    """What a container's boot log says it runs: context, KV bytes, tokens and concurrency."""
+    log = fleet.find_host(host).docker(["logs", container]).stdout
+    tokens = re.findall(r"GPU KV cache size: ([\d,]+) tokens", log)
+    context, concurrency = re.findall(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)[-1]
+    reserved = re.findall(r"reserved ([\d.]+) GiB memory for KV Cache", log)
+    available = re.findall(r"Available KV cache memory: ([\d.]+) GiB", log)
+    gib = float((reserved or available)[-1])
+    return {"max_model_len": int(context.replace(",", "")), "kv_gib": gib,
+            "kv_cache_tokens": int(tokens[-1].replace(",", "")), "max_concurrency": float(concurrency)}
+
+
+def _assert_now_as_it_runs(plan_seat, booted, kv_bytes=None):
+    """The plan's now values of a hand-started seat are what its container runs."""
+    now = plan_seat["now"]
+    assert (now["max_model_len"], now["kv_cache_tokens"], now["max_concurrency"]) == (
+        booted["max_model_len"], booted["kv_cache_tokens"], booted["max_concurrency"]), (now, booted)
+    assert now["kv_cache_memory_bytes"] == (kv_bytes or round(booted["kv_gib"] * 2 ** 30)), (now, booted)
+
+
+def _now_row(said, seat):
+    """The seat's row of the plan's now -> planned table, as the dry run printed it."""
+    table = said[said.index("| concurrency now → planned |"):]
+    return table[table.index("| %s | " % seat):].split(" | ", 1)[1].split("| seat |")[0]
+
+
 def _hand_made(host_state):
     return {name: info for name, info in host_state["containers"].items() if name in HAND_MADE}
 
@@ -82,7 +122,9 @@ def _managed():
 @pytest.fixture(scope="module")
 def handover(tmp_path_factory):
     root = tmp_path_factory.mktemp("handover")
-    with twin_pair() as twin_inventory:
+    spec = root / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    with twin_pair(spec) as twin_inventory:
         start = root / "start.yml"
         start.write_text(yaml.safe_dump(START, sort_keys=False))
         started = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory,
@@ -160,9 +202,22 @@ def test_the_handover(handover):
            "its GPU memory (compose service chat), its port 0.0.0.0:8211; removed; compose project chat, its files in " \
            "/srv/compose/chat)" in said, said[said.find("taken over ("):][:1500]
     assert state("twin1") == before, "the dry run touched the host"
+    # the plan shows each hand-started seat as its container runs it, read from the host
+    chat, coder = _booted("twin1", "chat-chat-1"), _booted("twin1", "coder-coder-1")
+    assert chat["max_model_len"] == 8192 and coder["max_model_len"] == 16384
+    row = _now_row(said, "chat")
+    assert row.startswith("0 → ") and "| 8,192 → " in row and "| {:,} → ".format(chat["kv_cache_tokens"]) in row \
+        and "| %.2fx → " % chat["max_concurrency"] in row, row
+    row = _now_row(said, "coder")
+    assert "| 16,384 → " in row and "| 4 GiB → " in row and "| {:,} → ".format(coder["kv_cache_tokens"]) in row, row
+    assert TOKEN not in dry.stdout + dry.stderr
     failed, report_dir = _window(handover, "failed")
     assert failed.returncode != 0
     section = report_of(report_dir)["hosts"]["twin1"]
+    planned = {seat["name"]: seat for seat in section["plan"]["seats"]}
+    _assert_now_as_it_runs(planned["chat"], chat)
+    _assert_now_as_it_runs(planned["coder"], coder, kv_bytes=4 * 2 ** 30)
+    assert TOKEN not in json.dumps(section)
     assert section["status"] == "rolled_back", section["error"]
     assert section["rollback"]["complete"] and section["rollback"]["problems"] == []
     assert any(action.startswith("brought back: chat-chat-1 recreated from its compose files")
@@ -250,6 +305,9 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     (root / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {"twin2": None}}}))
     shutil.copytree(FLEET / "group_vars", root / "group_vars")
     b = {"root": root, "twin": handover["twin"], "inventory": root, "host_vars": root / "host_vars" / "twin2.yml"}
+    adopted_vars = yaml.load(b["host_vars"].read_text(), Loader=_Loader)
+    assert adopted_vars["llmfleet_gpu_profile"] == "l40s", "adopt names the profile of the L40S cards"
+    assert {gpu["name"] for gpu in adopted_vars["llmfleet_gpus"]} == {"NVIDIA L40S"}
     docker = fleet.find_host("twin2").docker
 
     def containers():
@@ -259,6 +317,7 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     before = containers()
     assert before == {"llm-qwen-1": ("running", ""), "llm-whisper-1": ("running", ""), "embedder": ("running", "")}
 
+    qwen_booted = _booted("twin2", "llm-qwen-1")
     # a failed first window puts the stack and the docker-run container back as they ran
     _seats(b, environment={"qwen": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
     failed = rebalance(root / "hosts.yml", handover["twin"], handover["root"] / "b-failed", "-e", "target=twin2",
@@ -266,6 +325,8 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     assert failed.returncode != 0
     section = report_of(handover["root"] / "b-failed")["hosts"]["twin2"]
     assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
+    qwen_now = next(seat for seat in section["plan"]["seats"] if seat["name"] == "qwen")
+    _assert_now_as_it_runs(qwen_now, qwen_booted, kv_bytes=4 * 2 ** 30)
     wait_for(lambda: containers() == before, what="twin2's containers as before")
     assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", "embedder"]).stdout.strip() == "always"
 
