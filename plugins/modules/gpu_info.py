@@ -271,6 +271,19 @@ gpus:
         running_s:
           description: Seconds since the process started; a seat settles a day or two after boot.
           type: int
+        running:
+          description:
+            - For a vLLM server's container started outside the collection, what it runs now, as
+              numbers alone, each within a plausible range; absent for any other process.
+            - From its command line C(max_model_len), C(gpu_memory_utilization),
+              C(kv_cache_memory_bytes), C(max_num_seqs), C(tensor_parallel_size) and
+              C(kv_cache_dtype) (a known dtype); from the first 2 MiB of its current boot's log
+              C(kv_cache_tokens), C(max_concurrency), the context it settled on, and its KV bytes
+              (the reserved line, else the available KV memory it profiled).
+            - Nothing else of the command line or the log is returned (they may hold secrets).
+          type: dict
+          sample: {max_model_len: 8192, gpu_memory_utilization: 0.35, kv_cache_memory_bytes: 21871296102,
+                   kv_cache_tokens: 151872, max_concurrency: 18.54}
         attribution:
           description: Why the process is not (fully) attributed; null when it is.
           type: str
@@ -288,6 +301,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import 
     gpu_info,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import container_running
 
 
 def main():
@@ -295,7 +309,7 @@ def main():
                            supports_check_mode=True)
     with operator_errors(module):
         try:
-            result = gpu_info(module.params, module.check_mode)
+            result = gpu_info(module.params, module.check_mode, running=container_running)
         except MissingLibrary as exc:
             module.fail_json(msg=missing_required_lib(str(exc), reason="to read the GPUs with source=nvml"),
                              exception=PYNVML_IMPORT_ERROR)

@@ -133,6 +133,10 @@ plan:
       each planned number once, and C(launch), what the inventory declared about running it; a
       seat as it is is the input of M(llmfleet.seats.seat_files)), C(worst_spare_mib),
       C(moves), C(optimal) and C(warnings).
+    - Each seat's C(now) is the seat as it runs now, beside the plan - C(gpus), C(held_mib),
+      C(max_model_len), C(kv_cache_memory_bytes), C(kv_cache_tokens) and C(max_concurrency) (null
+      where unknown) - the collection's own seat from its container's command, a container started
+      by hand from the numbers M(llmfleet.seats.gpu_info) read of its command line and boot log.
     - A radiance seat carries its funding instead of vLLM's KV figures - C(capacity_mib),
       C(elastic_mib), C(expert_floor_mib), C(vram_kv_bytes), C(kv_tokens), C(sessions),
       C(binding), C(funded_fraction), the pinned-RAM ledger (C(pin_ledger_mib), C(pin_ok)), its

@@ -114,7 +114,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import takeover
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import host_containers, listening_ports
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import (
+    host_containers, listening_sockets, socket_holders)
 
 
 def main():
@@ -137,7 +138,8 @@ def main():
             containers = host_containers(docker)
             for warning in takeover.exposure_changes(params["host"], params["seats"], containers):
                 module.warn(warning)
-            entries, problems = takeover.conflicts(params["host"], params["seats"], containers, listening_ports())
+            entries, problems = takeover.conflicts(params["host"], params["seats"], containers,
+                                                   listening_sockets(), holders=socket_holders)
             if problems:
                 result["problems"] = problems
                 module.fail_json(msg="%d problem(s) with what runs outside the collection in the seats' places:\n- %s"

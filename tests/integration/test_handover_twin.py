@@ -11,11 +11,14 @@ first windows.
 - Then the real hand-over: the seats run as the collection's, the hand-started containers are
   gone with their files kept as dated backups, the dry run and the report name what was taken
   over, and a second run changes nothing and moves nothing.
+- The plan's "now" columns of a hand-started seat show what its container runs (its context and
+  the KV bytes, tokens and concurrency its boot log printed), and never its token.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -67,6 +70,32 @@ START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
      "ansible.builtin.uri": {"url": "http://{{ ansible_host }}:{{ item }}/health"},
      "register": "up", "until": "up.status == 200", "retries": 120, "delay": 1, "loop": [8211, 8212, 8213]},
 ]}]
+
+
+def _booted(host, container):
+    """What a container's boot log says it runs: context, KV bytes, tokens and concurrency."""
+    log = fleet.find_host(host).docker(["logs", container]).stdout
+    tokens = re.findall(r"GPU KV cache size: ([\d,]+) tokens", log)
+    context, concurrency = re.findall(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)[-1]
+    reserved = re.findall(r"reserved ([\d.]+) GiB memory for KV Cache", log)
+    available = re.findall(r"Available KV cache memory: ([\d.]+) GiB", log)
+    gib = float((reserved or available)[-1])
+    return {"max_model_len": int(context.replace(",", "")), "kv_gib": gib,
+            "kv_cache_tokens": int(tokens[-1].replace(",", "")), "max_concurrency": float(concurrency)}
+
+
+def _assert_now_as_it_runs(plan_seat, booted, kv_bytes=None):
+    """The plan's now values of a hand-started seat are what its container runs."""
+    now = plan_seat["now"]
+    assert (now["max_model_len"], now["kv_cache_tokens"], now["max_concurrency"]) == (
+        booted["max_model_len"], booted["kv_cache_tokens"], booted["max_concurrency"]), (now, booted)
+    assert now["kv_cache_memory_bytes"] == (kv_bytes or round(booted["kv_gib"] * 2 ** 30)), (now, booted)
+
+
+def _now_row(said, seat):
+    """The seat's row of the plan's now -> planned table, as the dry run printed it."""
+    table = said[said.index("| concurrency now → planned |"):]
+    return table[table.index("| %s | " % seat):].split(" | ", 1)[1].split("| seat |")[0]
 
 
 def _hand_made(host_state):
@@ -157,12 +186,25 @@ def test_the_handover(handover):
     said = " ".join(dry.stdout.split())  # the callback folds long lines
     assert "taken over (stopped first, brought back by a rollback): asr-asr-1 for seat asr" in said
     assert "chat-chat-1 for seat chat (seat chat: its compose project chat, its container name chat-chat-1, " \
-           "its GPU memory (compose service chat), its port 8211; removed; compose project chat, its files in " \
+           "its GPU memory (compose service chat), its port 0.0.0.0:8211; removed; compose project chat, its files in " \
            "/srv/compose/chat)" in said, said[said.find("taken over ("):][:1500]
     assert state("twin1") == before, "the dry run touched the host"
+    # the plan shows each hand-started seat as its container runs it, read from the host
+    chat, coder = _booted("twin1", "chat-chat-1"), _booted("twin1", "coder-coder-1")
+    assert chat["max_model_len"] == 8192 and coder["max_model_len"] == 16384
+    row = _now_row(said, "chat")
+    assert row.startswith("0 → ") and "| 8,192 → " in row and "| {:,} → ".format(chat["kv_cache_tokens"]) in row \
+        and "| %.2fx → " % chat["max_concurrency"] in row, row
+    row = _now_row(said, "coder")
+    assert "| 16,384 → " in row and "| 4 GiB → " in row and "| {:,} → ".format(coder["kv_cache_tokens"]) in row, row
+    assert TOKEN not in dry.stdout + dry.stderr
     failed, report_dir = _window(handover, "failed")
     assert failed.returncode != 0
     section = report_of(report_dir)["hosts"]["twin1"]
+    planned = {seat["name"]: seat for seat in section["plan"]["seats"]}
+    _assert_now_as_it_runs(planned["chat"], chat)
+    _assert_now_as_it_runs(planned["coder"], coder, kv_bytes=4 * 2 ** 30)
+    assert TOKEN not in json.dumps(section)
     assert section["status"] == "rolled_back", section["error"]
     assert section["rollback"]["complete"] and section["rollback"]["problems"] == []
     assert any(action.startswith("brought back: chat-chat-1 recreated from its compose files")
@@ -259,6 +301,7 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     before = containers()
     assert before == {"llm-qwen-1": ("running", ""), "llm-whisper-1": ("running", ""), "embedder": ("running", "")}
 
+    qwen_booted = _booted("twin2", "llm-qwen-1")
     # a failed first window puts the stack and the docker-run container back as they ran
     _seats(b, environment={"qwen": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
     failed = rebalance(root / "hosts.yml", handover["twin"], handover["root"] / "b-failed", "-e", "target=twin2",
@@ -266,6 +309,8 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     assert failed.returncode != 0
     section = report_of(handover["root"] / "b-failed")["hosts"]["twin2"]
     assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
+    qwen_now = next(seat for seat in section["plan"]["seats"] if seat["name"] == "qwen")
+    _assert_now_as_it_runs(qwen_now, qwen_booted, kv_bytes=4 * 2 ** 30)
     wait_for(lambda: containers() == before, what="twin2's containers as before")
     assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", "embedder"]).stdout.strip() == "always"
 

@@ -193,7 +193,8 @@ CASES = [
     ("systemd seat's own network", seat(0, runtime="systemd", networks=[{"name": "own", "external": False}]),
      "llmfleet_seats[0].networks[0].external: expected true: a systemd seat joins networks that exist"),
     ("two seats on one port", seat(1, port=8101),
-     "port 8101 is used by seat alpha (llmfleet_seats[0]) and seat beta (llmfleet_seats[1])"),
+     "port 8101 is used by seat alpha (llmfleet_seats[0]) on 127.0.0.1:8101 and seat beta (llmfleet_seats[1]) "
+     "on 127.0.0.1:8101"),
     ("two seats in one container", both(seat(0, container_name="c1"), seat(1, container_name="c1")),
      "container_name 'c1' is used by"),
     # host variables of the collection's prefixes: a typo is refused with the nearest name
@@ -207,6 +208,9 @@ CASES = [
      "llmfleet_team_owner: unknown variable of llmfleet.seats (no variable of llmfleet.seats has this name)"),
     ("a variable typo and a seat's problem, at once", both(host(llmfleet_kv_facter=2), seat(0, port=0)),
      "2 problem(s) in the inventory"),
+    # a plan option's problem is named beside a seat's (port 0), not after the seat is mended
+    ("a seat's problem and a plan option's, at once",
+     both(seat(0, port=0), host(llmfleet_kv_round_to="half")), "llmfleet_kv_round_to: cannot read 'half'"),
     ("no llmfleet_gpus", unset("llmfleet_gpus"), "llmfleet_gpus: expected a non-empty list of GPUs"),
     ("no llmfleet_seats", unset("llmfleet_seats"), "llmfleet_seats: expected a list of seats, at least one"),
     ("llmfleet_seats empty", host(llmfleet_seats=[]), "llmfleet_seats: expected a list of seats, at least one"),

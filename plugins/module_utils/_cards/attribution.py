@@ -118,16 +118,26 @@ def _container_record(attrs):
 
 
 class Containers:
-    """Containers by id through the Docker runner, as the records attribution needs."""
+    """Containers by id through the Docker runner, as the records attribution needs.
 
-    def __init__(self, docker):
+    ``running(docker, inspect object)``: what a container started outside the collection runs,
+    as numbers (the engines know how to read a server's command line and boot log), or None.
+    """
+
+    def __init__(self, docker, running=None):
         self.docker = docker
         self.docker_host = docker.docker_host
+        self.running = running
 
     def inspect(self, container_ids):
         """``({id: record}, None)``, or ``({}, why)`` when the engine cannot be asked."""
         found, why = self.docker.inspect(container_ids)
-        return {cid: _container_record(attrs) for cid, attrs in found.items()}, why
+        records = {}
+        for cid, attrs in found.items():
+            records[cid] = record = _container_record(attrs)
+            if self.running and not record["seat"]:
+                record["running"] = self.running(self.docker, attrs)
+        return records, why
 
     def pid_owners(self):
         """``{host PID: container id}`` for every process of every running container, as the
@@ -208,6 +218,8 @@ def attribute_processes(gpus, engine, read_cgroup=read_proc_cgroup, read_age=rea
                                     compose_service=record["compose_service"], attribution=None)
                     if record.get("seat"):
                         resolved.update(seat=record["seat"], image=record["image"], args=record["args"])
+                    elif record.get("running"):
+                        resolved["running"] = record["running"]
                     if not record["compose_service"] and not record.get("seat"):
                         resolved["attribution"] = ("container %s was not started by docker compose "
                                                    "(no %s label)" % (record["name"], COMPOSE_SERVICE_LABEL))

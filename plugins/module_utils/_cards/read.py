@@ -108,17 +108,18 @@ def _snapshot_summary(path, snapshot):
             "source": snapshot["source"], "schema_version": snapshot["schema_version"]}
 
 
-def gpu_info(params, check_mode=False):
+def gpu_info(params, check_mode=False, running=None):
     """read_cards with gpu_info's validated arguments."""
     return read_cards(params["source"], params["snapshot_path"], params["save_snapshot_path"],
                       params["snapshot_host"], params["attribute_processes"], params["docker_host"],
-                      check_mode)
+                      check_mode, running)
 
 
 def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snapshot_host=None,
-               attribute=True, docker_host=None, check_mode=False):
+               attribute=True, docker_host=None, check_mode=False, running=None):
     """gpu_info's result: ``changed``, ``source``, ``gpus``, the driver's versions, ``snapshot``
-    when one was read or written, and ``warnings``. CardsError says what is wrong."""
+    when one was read or written, and ``warnings``. CardsError says what is wrong. ``running``
+    reads what a container outside the collection runs (Containers)."""
     if source not in SOURCES:
         raise CardsError("source: expected one of %s, got %r" % (", ".join(SOURCES), source))
     if source == "snapshot":
@@ -144,7 +145,7 @@ def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snaps
     used, reading = read_live(source)
     warnings = reading["warnings"]
     if attribute:
-        gpus, attribution_warnings = attribute_processes(reading["gpus"], Containers(Docker(docker_host)))
+        gpus, attribution_warnings = attribute_processes(reading["gpus"], Containers(Docker(docker_host), running))
         warnings.extend(attribution_warnings)
     else:
         gpus = without_attribution(reading["gpus"], "not attempted (attribute_processes=false)")

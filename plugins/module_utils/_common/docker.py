@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
+import signal
 import subprocess
+import time
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
@@ -80,6 +83,36 @@ class Docker:
         rc, out, _err = self.run(args, timeout=timeout, merge_output=True)
         if rc != 0:
             raise DockerError("docker logs failed (rc=%d): %s" % (rc, out.strip()[-500:]))
+        return out
+
+    def log_head(self, container, limit, since=None, timeout=30):
+        """The first ``limit`` bytes (at most) of a container's log, stdout and stderr in the
+        order it wrote them; the rest is never read, however long the log. DockerError when
+        docker cannot be run or answers with an error before any log."""
+        command = [self.binary, "logs"] + (["--since", since] if since else []) + [container]
+        try:
+            proc = subprocess.Popen(command, env=dict(os.environ, DOCKER_HOST=self.docker_host),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            raise DockerError("cannot run %s: %s" % (self.binary, exc.strerror or exc)) from None
+        chunks, size, deadline = [], 0, time.monotonic() + timeout
+        try:
+            while size < limit:
+                ready, _w, _x = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    break  # what came within the time is what there is to read
+                chunk = os.read(proc.stdout.fileno(), min(1 << 16, limit - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        out = _text(b"".join(chunks))
+        if proc.returncode not in (0, -signal.SIGKILL):  # killed: the bytes wanted were read
+            raise DockerError("docker logs failed (rc=%d): %s" % (proc.returncode, out.strip()[-300:]))
         return out
 
     def labelled(self, label, fields):

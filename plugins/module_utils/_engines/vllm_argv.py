@@ -6,14 +6,20 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """A running vLLM's command line read back as the seat fields that launch it (adopting a host
-that something else started): the inverse of vllm.command, and what it cannot express."""
+that something else started): the inverse of vllm.command, and what it cannot express; and the
+numbers alone of what such a container runs now, for the plan's "now" columns."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_CACHE_DTYPES
 
 # How a container runs vLLM's OpenAI server: `vllm serve MODEL ...` (the image's entrypoint) or
 # the module itself.
@@ -162,3 +168,118 @@ def adopted_fields(args):
     if extra:
         fields["extra_args"] = extra
     return fields, container_port, utilization, notes
+
+
+# What a container started outside the collection runs now, kept as numbers alone: a command
+# line and a log carry secrets (--api-key, HF_TOKEN) and text Ansible would template, so nothing
+# but these fields, each in a plausible range, leaves the host. Field -> (type, lowest, highest);
+# a float's lowest is excluded.
+RUNNING_FIELDS = {
+    "max_model_len": (int, 1, 1 << 24),
+    "gpu_memory_utilization": (float, 0.0, 1.0),
+    "kv_cache_memory_bytes": (int, 1, LARGEST),
+    "max_num_seqs": (int, 1, 1 << 20),
+    "tensor_parallel_size": (int, 1, 64),
+    "kv_cache_tokens": (int, 1, 1 << 40),
+    "max_concurrency": (float, 0.0, 1e7),
+}
+_RUNNING_FLAGS = {"--max-model-len": "max_model_len", "--gpu-memory-utilization": "gpu_memory_utilization",
+                  "--kv-cache-memory-bytes": "kv_cache_memory_bytes", "--max-num-seqs": "max_num_seqs",
+                  "--tensor-parallel-size": "tensor_parallel_size", "-tp": "tensor_parallel_size"}
+# The most of a boot log read for its KV lines: a boot prints them in its first few hundred kB.
+RUNNING_LOG_BYTES = 2 << 20
+_LONGEST_NUMBER = 32
+# docker's State.StartedAt: the start of the boot whose log is read
+_STARTED_AT = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
+
+
+def _plausible(field, value):
+    """``value`` when it is a number (or, for kv_cache_dtype, a known dtype) in the field's range."""
+    if field == "kv_cache_dtype":
+        return value if isinstance(value, str) and value in KV_CACHE_DTYPES else None
+    kind, lowest, highest = RUNNING_FIELDS[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    if kind is int and (not isinstance(value, int) or not lowest <= value <= highest):
+        return None
+    if kind is float and not lowest < value <= highest:
+        return None
+    return kind(value)
+
+
+def _number(field, text):
+    """The number a flag's text gives, as vLLM reads it, or None."""
+    if not isinstance(text, str) or len(text) > _LONGEST_NUMBER:
+        return None
+    if RUNNING_FIELDS[field][0] is float:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    return human_readable_int(text)
+
+
+def checked_running(record):
+    """The fields of a running record (read on a host, or from a snapshot file) that are
+    plausible numbers; anything else is dropped."""
+    if not isinstance(record, dict):
+        return {}
+    checked = {}
+    for field in list(RUNNING_FIELDS) + ["kv_cache_dtype"]:
+        value = _plausible(field, record.get(field))
+        if value is not None:
+            checked[field] = value
+    return checked
+
+
+def running_numbers(args, log=None):
+    """What a vLLM server started outside the collection runs, as numbers: from its command line
+    (``args``, the process's argv) the values of an allow-list of flags, and from its boot log
+    (the first RUNNING_LOG_BYTES of it) the KV cache it reserved and the capacity it printed. An
+    empty dict when ``args`` do not run vLLM's server. Nothing else of either is kept."""
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        return {}
+    rest = server_args(args)
+    if rest is None:
+        return {}
+    numbers = {}
+    pairs, _positionals = _split(rest)
+    for flag, values in pairs:
+        key = plan_flag(flag)
+        if not values:
+            continue
+        if key in _RUNNING_FLAGS:
+            numbers[_RUNNING_FLAGS[key]] = _number(_RUNNING_FLAGS[key], values[0])
+        elif key == "--kv-cache-dtype":
+            numbers["kv_cache_dtype"] = values[0]
+    if isinstance(log, str) and log:
+        try:
+            boot = parse_boot_log(log[:RUNNING_LOG_BYTES])
+        except VllmLogError:
+            boot = {}
+        # the context it serves, as its boot settled it (an auto-fit may have shortened the flag's)
+        numbers["max_model_len"] = boot.get("max_model_len") or numbers.get("max_model_len")
+        if numbers.get("kv_cache_memory_bytes") is None:
+            available = boot.get("available_kv_cache_gib")
+            # pinned: the reserved line; sized by utilization: what it profiled as available
+            numbers["kv_cache_memory_bytes"] = boot.get("kv_cache_memory_bytes") or (
+                int(round(available * GIB)) if isinstance(available, float) and math.isfinite(available) else None)
+        numbers["kv_cache_tokens"] = boot.get("kv_cache_tokens")
+        numbers["max_concurrency"] = boot.get("max_concurrency")
+    return checked_running(numbers)
+
+
+def container_running(docker, attrs):
+    """``running_numbers`` of a container (its ``docker inspect`` object) whose process runs
+    vLLM's server, its boot log read through ``docker`` from its current start; None for any
+    other container. A log that cannot be read leaves the command line's numbers."""
+    argv = [attrs.get("Path")] + list(attrs.get("Args") or [])
+    if not all(isinstance(arg, str) for arg in argv) or server_args(argv) is None:
+        return None
+    started = (attrs.get("State") or {}).get("StartedAt")
+    try:
+        log = docker.log_head(attrs["Id"], RUNNING_LOG_BYTES,
+                              since=started if isinstance(started, str) and _STARTED_AT.match(started) else None)
+    except DockerError:
+        log = None
+    return running_numbers(argv, log) or None

@@ -35,8 +35,10 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import checked_running
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
+    SeatSpecError, gpus_as_far_as_valid, normalize_host)
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import unknown_variables
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
@@ -271,12 +273,22 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
         _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
         spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
+        seat_problems = []
     except SeatSpecError as exc:
-        return check.errors + str(exc).split("\n- ")[1:]
+        seat_problems = str(exc).split("\n- ")[1:]
+        # the plan's options are checked all the same, so one run names every problem of the host
+        spec = {"gpus": gpus_as_far_as_valid(gpus), "seats": [
+            {"name": seat["name"]} for seat in seats if isinstance(seat, dict) and isinstance(seat.get("name"), str)
+        ] if isinstance(seats, list) else []}
+    named = len(check.errors)
     _check_plan_inputs(check, spec, None, plateau_ran, plateau_kv, plateau_kv_planned, accept, kv_round_to,
                        min_spare_mib=min_spare_mib, boot_margin_mib=boot_margin_mib,
                        default_overhead_mib=default_overhead_mib)
-    return check.errors
+    return check.errors[:named] + seat_problems + check.errors[named:]
+
+
+# What the plan shows of a seat's container as it runs now, beside the planned value.
+NOW_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency")
 
 
 def _as_number(value, convert):
@@ -337,6 +349,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards", containers)
     current_warnings = _current_from_cards(spec, cards)
+    _hand_started_from_cards(spec, cards)
     at_plateau = _card_memory(host, spec["gpus"], plateau, names, "plateau snapshot", containers)
 
     problems, window_warnings = _window(spec, sized, cards)
@@ -404,6 +417,25 @@ def _current_from_cards(spec, cards):
         seat["current_gpu"] = shown
         seat["held_now_mib"] = sum(held.get(seat["name"], {}).values()) if shown else None
     return warnings
+
+
+def _hand_started_from_cards(spec, cards):
+    """Set ``running_now`` on each seat whose place a vLLM container started outside the
+    collection holds (its compose service or its container name), to what that container runs:
+    the numbers gpu_info read, checked again here (a snapshot is a file anyone may edit)."""
+    containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
+    names = {seat["name"] for seat in spec["seats"]}
+    found = {}
+    for gpu in (cards or {}).get("gpus") or []:
+        for process in gpu.get("processes") or []:
+            if process.get("seat") or not process.get("running"):
+                continue
+            service = process.get("compose_service")
+            name = service if service in names else containers.get(process.get("container"))
+            if name:
+                found.setdefault(name, checked_running(process["running"]))
+    for seat in spec["seats"]:
+        seat["running_now"] = found.get(seat["name"])
 
 
 def _window(spec, sized, cards):
@@ -487,10 +519,10 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
         entry.update(footprint)
         entry.update(engine.planned(seat, sizing))
         # as it runs now, beside the plan: what the cards show it holding, what its container ran
-        running = sizing.get("running") or {}
-        entry["now"] = {"gpus": seat["current_gpu"] or [], "held_mib": seat.get("held_now_mib"),
-                        "max_model_len": running.get("max_model_len"),
-                        "kv_cache_memory_bytes": running.get("kv_cache_memory_bytes")}
+        # (the collection's own command, else the numbers read from a hand-started container)
+        running = sizing.get("running") or seat.get("running_now") or {}
+        entry["now"] = {"gpus": seat["current_gpu"] or [], "held_mib": seat.get("held_now_mib")}
+        entry["now"].update({field: running.get(field) for field in NOW_FIELDS})
         plan_seats.append(entry)
 
     plan_gpus = []

@@ -41,6 +41,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import LARGEST, MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_FACTOR_MAX
@@ -113,6 +114,12 @@ def _gpus(check, gpus):
         for value in sorted({v for v in values if values.count(v) > 1}, key=str):
             check.fail("llmfleet_gpus", field, "a different %s per GPU" % field, value)
     return out
+
+
+def gpus_as_far_as_valid(gpus):
+    """``llmfleet_gpus`` in normal form where each field is valid (None where not): what the plan's
+    own options are checked against while normalize_host reports the GPUs' problems."""
+    return _gpus(Checker(None), gpus)
 
 
 def _gpu_refs(check, where, field, value, gpus, count=None):
@@ -420,16 +427,16 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
         _name_the_defaults(check, start, seats[i], raw)
         if seat is not None:
             placed.append((i, seat))
-    for field in ("name", "port", "container_name"):
+    for field in ("name", "container_name"):
         users = {}
         for i, seat in placed:
             if seat[field] is not None:
-                users.setdefault(seat[field], []).append(
-                    "seat %s (llmfleet_seats[%d])" % (seat["name"], i) if seat["name"] else "llmfleet_seats[%d]" % i)
+                users.setdefault(seat[field], []).append(_seat_label(i, seat))
         for value, where in sorted(users.items(), key=str):
             if len(where) > 1:
                 check.problem("llmfleet_seats", "%s %r is used by %s; expected a different %s per seat"
                               % (field, value, " and ".join(where), field))
+    _port_clashes(check, placed)
     clear = {gpu["uuid"] for gpu in norm_gpus if gpu["keep_clear"]}
     for i, seat in placed:
         if seat["gpu"] and set(seat["gpu"]) & clear:
@@ -440,6 +447,25 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
         raise SeatSpecError("%d problem(s) in the inventory:\n- %s"
                             % (len(check.errors), "\n- ".join(check.errors)))
     return {"gpus": norm_gpus, "seats": norm_seats, "retire": norm_retire}
+
+
+def _seat_label(position, seat):
+    return "seat %s (llmfleet_seats[%d])" % (seat["name"], position) if seat["name"] else \
+        "llmfleet_seats[%d]" % position
+
+
+def _port_clashes(check, placed):
+    """Two seats publish one port only on different addresses: 127.0.0.1:9100 beside
+    10.0.0.5:9100, never beside a seat on every interface."""
+    holders = [(i, seat) for i, seat in placed if seat["port"] is not None and seat.get("bind_address")]
+    for number, (i, seat) in enumerate(holders):
+        for j, other in holders[number + 1:]:
+            if seat["port"] == other["port"] and addresses_clash(seat["bind_address"], other["bind_address"]):
+                check.problem("llmfleet_seats", "port %d is used by %s on %s and %s on %s; expected a different "
+                              "port or bind_address per seat (%s holds the port on every address)" % (
+                                  seat["port"], _seat_label(i, seat), endpoint(seat["bind_address"], seat["port"]),
+                                  _seat_label(j, other), endpoint(other["bind_address"], other["port"]),
+                                  " or ".join(ALL_INTERFACES)))
 
 
 def _name_the_defaults(check, start, own, merged):

@@ -78,16 +78,18 @@ def plan_markdown(plan):
             gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
             _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
     lines += ["", "| seat | GPU now → planned | holds now → footprint MiB | context now → planned | "
-              "KV now → planned |", "|---|---|---|---|---|"]
+              "KV now → planned | KV tokens now → planned | concurrency now → planned |",
+              "|---|---|---|---|---|---|---|"]
     index = {gpu["uuid"]: gpu["index"] for gpu in plan["gpus"]}
     for seat in plan["seats"]:
         now = seat.get("now") or {}
-        lines.append("| %s | %s → %s | %s → %s | %s → %s | %s → %s |" % (
+        lines.append("| %s | %s → %s | %s → %s | %s → %s | %s → %s | %s → %s | %s → %s |" % (
             seat["name"], ", ".join(str(index.get(u, u)) for u in now.get("gpus") or []) or "not running",
             ", ".join(str(index.get(u, u)) for u in seat["gpus"]), _mib(now.get("held_mib")),
             _mib(seat["footprint_mib"]), _mib(now.get("max_model_len")), _mib(seat.get("max_model_len")),
-            human_bytes(now["kv_cache_memory_bytes"], "GiB") if now.get("kv_cache_memory_bytes") else "-",
-            human_bytes(seat["kv_cache_memory_bytes"], "GiB") if seat.get("kv_cache_memory_bytes") else "-"))
+            _gib(now.get("kv_cache_memory_bytes")), _gib(seat.get("kv_cache_memory_bytes")),
+            _mib(now.get("kv_cache_tokens")), _mib(seat.get("kv_cache_tokens")),
+            _times(now.get("max_concurrency")), _times(seat.get("max_concurrency"))))
     lines += ["", "| seat | runtime | image | exposure | KV arithmetic |", "|---|---|---|---|---|"]
     for seat in plan["seats"]:
         image = (seat.get("launch") or {}).get("image", "")
@@ -110,6 +112,15 @@ def plan_markdown(plan):
         lines.append("")
         lines += ["- warning: %s" % warning for warning in plan["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _gib(num_bytes):
+    return human_bytes(num_bytes, "GiB") if num_bytes else "-"
+
+
+def _times(concurrency):
+    """Concurrency at the context, as vLLM prints it (``64.00x``)."""
+    return "-" if concurrency is None else "%.2fx" % concurrency
 
 
 def _bind_address(seat):

@@ -25,6 +25,7 @@ import re
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
 
 # What compose itself accepts as a project and a service name.
@@ -50,10 +51,17 @@ def _reasons(seat, container):
     if is_running(container):
         if container["compose_service"] == seat["name"]:
             reasons.append("its GPU memory (compose service %s)" % seat["name"])
-        ports = sorted({p["host_port"] for p in container["ports"] if p["host_port"] == seat.get("port")})
-        if ports:
-            reasons.append("its port %d" % ports[0])
+        bind = _bind_address(seat)
+        held = sorted({endpoint(p["host_ip"], p["host_port"]) for p in container["ports"]
+                       if p["host_port"] == seat.get("port") and addresses_clash(p["host_ip"], bind)})
+        if held:
+            mine = endpoint(bind, seat["port"])
+            reasons.append("its port %s" % held[0] + ("" if held == [mine] else " (the seat's %s)" % mine))
     return reasons
+
+
+def _bind_address(seat):
+    return (seat.get("launch") or {}).get("bind_address") or BIND_ADDRESS
 
 
 def _describe(container):
@@ -72,21 +80,39 @@ def _can_recreate(container, exists=os.path.isfile):
                 and files and all(os.path.isabs(path) and exists(path) for path in files))
 
 
-def conflicts(host, seats, containers, listening=(), exists=os.path.isfile):
+def _outside_docker(host, seats, containers, listening, holders):
+    """A problem per seat whose (address, port) a socket outside every container listens on
+    (what docker itself listens on for a published port is the container's)."""
+    published = [(p["host_ip"], p["host_port"]) for c in containers if is_running(c) for p in c["ports"]]
+    outside = {(address, port): inode for (address, port), inode in (listening or {}).items()
+               if not any(port == taken and addresses_clash(address, at) for at, taken in published)}
+    problems = []
+    for seat in seats:
+        bind = _bind_address(seat)
+        clashing = sorted((address, port) for address, port in outside
+                          if port == seat.get("port") and addresses_clash(address, bind))
+        if not clashing:
+            continue
+        names = holders([outside[key] for key in clashing])
+        problems.append("host %s: seat %s: port %s is held by a process that is no container: %s; the seat "
+                        "publishes %s; expected a free port on that address, or stop that process first" % (
+                            host, seat["name"], seat["port"], ", ".join(
+                                "%s listens on %s" % (names.get(outside[key], "a process"), endpoint(*key))
+                                for key in clashing), endpoint(bind, seat["port"])))
+    return problems
+
+
+def conflicts(host, seats, containers, listening=None, exists=os.path.isfile, holders=lambda inodes: {}):
     """``(take_over, problems)`` for a host's plan ``seats`` against ``containers``
-    (``host_containers``) and the ports something ``listening`` holds. ``take_over`` lists each
-    container to stop first, once, with the seats it blocks and how it steps aside (``remove`` or
-    ``rename``); ``problems`` one line per container a seat did not opt in to take over, or that
-    cannot be brought back, and per seat port a process outside every container listens on."""
+    (``host_containers``) and the sockets ``listening`` on the host (``{(address, port): inode}``,
+    ``holders`` naming their processes). A port clashes when it is held on the seat's bind address
+    or on every interface (either side). ``take_over`` lists each container to stop first, once,
+    with the seats it blocks and how it steps aside (``remove`` or ``rename``); ``problems`` one
+    line per container a seat did not opt in to take over, or that cannot be brought back, and per
+    seat port a process outside every container listens on."""
     if not isinstance(seats, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in seats):
         raise TakeOverError("seats: expected the plan's seats (each with a name)")
-    take_over, problems = [], []
-    published = {p["host_port"] for c in containers if is_running(c) for p in c["ports"]}
-    for seat in seats:
-        if seat.get("port") in set(listening) - published:
-            problems.append("host %s: seat %s: port %s is held by a process that is no container (something "
-                            "listens on it outside docker); expected a free port, or stop that process first"
-                            % (host, seat["name"], seat["port"]))
+    take_over, problems = [], _outside_docker(host, seats, containers, listening, holders)
     for container in containers:
         if container.get("seat"):
             continue  # the collection's own: the window manages it as a seat

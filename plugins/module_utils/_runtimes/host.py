@@ -15,6 +15,9 @@ templated or followed on the controller.
 
 from __future__ import annotations
 
+import ipaddress
+import os
+
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, MANAGED_LABEL
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 
@@ -95,9 +98,20 @@ def is_running(record):
     return record.get("state") in ("running", "restarting", "paused")
 
 
-def listening_ports(proc_net="/proc/net"):
-    """The TCP ports something listens on in the host's network namespace (IPv4 and IPv6)."""
-    ports = set()
+def _proc_net_address(text):
+    """``0100007F`` -> ``127.0.0.1``: /proc/net/tcp{,6} print an address as 32-bit words, each
+    in the host's byte order (little-endian on every host the collection runs on)."""
+    raw = bytes.fromhex(text)
+    if len(raw) not in (4, 16):
+        raise ValueError(text)
+    words = b"".join(raw[start:start + 4][::-1] for start in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def listening_sockets(proc_net="/proc/net"):
+    """``{(address, port): socket inode}`` for every TCP socket that listens in the host's network
+    namespace (IPv4 and IPv6); an address of every interface is ``0.0.0.0`` or ``::``."""
+    sockets = {}
     for name in ("tcp", "tcp6"):
         try:
             with open("%s/%s" % (proc_net, name)) as handle:
@@ -106,9 +120,36 @@ def listening_ports(proc_net="/proc/net"):
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+            if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
                 try:
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-                except (IndexError, ValueError):
+                    address, port = fields[1].rsplit(":", 1)
+                    sockets[(_proc_net_address(address), int(port, 16))] = fields[9]
+                except ValueError:
                     continue
-    return ports
+    return sockets
+
+
+def socket_holders(inodes, proc="/proc"):
+    """``{socket inode: "COMMAND (pid N)"}`` for the processes that hold these sockets, as far
+    as /proc shows them (another user's descriptors need root). The command name is the host's
+    text: shown only when it is printable and short (the kernel keeps 15 bytes of it)."""
+    wanted, holders = {"socket:[%s]" % inode: inode for inode in inodes}, {}
+    try:
+        pids = sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int)
+    except OSError:
+        return holders
+    for pid in pids:
+        if len(holders) == len(wanted):
+            break
+        try:
+            links = {os.readlink("%s/%s/fd/%s" % (proc, pid, fd)) for fd in os.listdir("%s/%s/fd" % (proc, pid))}
+        except OSError:
+            continue
+        for link in links & set(wanted):
+            try:
+                with open("%s/%s/comm" % (proc, pid)) as handle:
+                    command = _text(handle.read(64).strip())
+            except OSError:
+                command = None
+            holders.setdefault(wanted[link], "%s (pid %s)" % (command or "a process", pid))
+    return holders

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
 
@@ -180,7 +181,8 @@ def test_moves_are_counted_from_the_cards_not_from_the_inventory(inventory):
     seats = {s["name"]: s for s in plan["seats"]}
     assert seats["beta"]["current_gpus"] == ["GPU-b"] and seats["alpha"]["current_gpus"] == ["GPU-a"]
     assert seats["beta"]["now"] == {"gpus": ["GPU-b"], "held_mib": 20480, "max_model_len": None,
-                                    "kv_cache_memory_bytes": None}, "as it runs now, beside the plan"
+                                    "kv_cache_memory_bytes": None, "kv_cache_tokens": None,
+                                    "max_concurrency": None}, "as it runs now, beside the plan"
     assert "| beta | 1 → %d | 20,480 → %s |" % (seats["beta"]["gpu_indices"][0], "{:,}".format(
         seats["beta"]["footprint_mib"])) in plan_markdown(plan)
     assert plan["moves"] == sorted(name for name in ("alpha", "beta") if seats[name]["gpus"] != seats[name]["current_gpus"])
@@ -194,6 +196,33 @@ def test_moves_are_counted_from_the_cards_not_from_the_inventory(inventory):
     # a recorded snapshot that does not show a seat leaves the inventory's word
     recorded = build_plan("twin1", GPUS, SEATS, str(inventory), cards=_holding({}, source="snapshot"))
     assert {s["name"]: s["current_gpus"] for s in recorded["seats"]}["alpha"] == ["GPU-a"]
+
+
+def test_a_hand_started_seat_shows_the_numbers_its_container_runs_now(inventory):
+    cards = _holding({"beta": "GPU-b", "gamma": "GPU-a"}, source="snapshot")
+    by_service = {p["compose_service"]: p for gpu in cards["gpus"] for p in gpu["processes"]}
+    by_service["beta"]["running"] = {"max_model_len": 8192, "gpu_memory_utilization": 0.35,
+                                     "kv_cache_memory_bytes": 21871296102, "kv_cache_tokens": 151872,
+                                     "max_concurrency": 18.54}
+    # a snapshot is a file: what is not a plausible number is dropped, whatever it says
+    by_service["gamma"]["running"] = {"max_model_len": "{{ lookup('pipe', 'id') }}", "kv_cache_tokens": -5,
+                                      "max_concurrency": float("nan"), "api_key": "sk-live-0000",
+                                      "kv_cache_memory_bytes": True, "kv_cache_dtype": "{{ x }}"}
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory), cards=cards)
+    seats = {s["name"]: s for s in plan["seats"]}
+    assert seats["beta"]["now"] == {"gpus": ["GPU-b"], "held_mib": 20480, "max_model_len": 8192,
+                                    "kv_cache_memory_bytes": 21871296102, "kv_cache_tokens": 151872,
+                                    "max_concurrency": 18.54}
+    assert {field: seats["gamma"]["now"][field] for field in ("max_model_len", "kv_cache_memory_bytes",
+                                                              "kv_cache_tokens", "max_concurrency")} == dict.fromkeys(
+        ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency"))
+    table = plan_markdown(plan)
+    beta = seats["beta"]
+    assert "| beta | 1 → %d | 20,480 → %s | 8,192 → 32,768 | 20.37 GiB → %s | 151,872 → %s | 18.54x → %.2fx |" % (
+        beta["gpu_indices"][0], "{:,}".format(beta["footprint_mib"]), human_bytes(beta["kv_cache_memory_bytes"], "GiB"),
+        "{:,}".format(beta["kv_cache_tokens"]), beta["max_concurrency"]) in table, table
+    assert "| gamma | 0 → " in table and "| - → 40,960 | - → " in table
+    assert "lookup" not in table and "sk-live" not in table and "{{" not in table
 
 
 def test_a_seat_that_cannot_be_sized_is_named_with_the_other_problems_at_once(inventory):

@@ -100,9 +100,9 @@ def test_every_problem_is_reported_at_once_with_host_seat_and_field():
         "host fv-ml1: seat asr: llmfleet_seats[2].gpu: expected a GPU that is not kept clear",
         "host fv-ml1: seat tp: llmfleet_seats[3].gpu: expected 2 GPU(s), one per tensor-parallel rank, got [0]",
         "host fv-ml1: seat e: llmfleet_seats[5].engine: expected 'vllm' or 'fixed' or 'radiance', got 'sglang'",
-        "host fv-ml1: llmfleet_seats: port 8090 is used by seat asr (llmfleet_seats[2]) and seat dup "
-        "(llmfleet_seats[4]); "
-        "expected a different port per seat",
+        "host fv-ml1: llmfleet_seats: port 8090 is used by seat asr (llmfleet_seats[2]) on 127.0.0.1:8090 and "
+        "seat dup (llmfleet_seats[4]) on 127.0.0.1:8090; expected a different port or bind_address per seat "
+        "(0.0.0.0 or :: holds the port on every address)",
     ]
     for line in expected:
         assert line in message
@@ -138,3 +138,25 @@ def test_seat_secrets_of_one_seat_or_of_every_seat():
                      "gen-small": {"UPSTREAM_API_KEY": "sk-b", "SHARED_TOKEN": "t"},
                      "plain": {"SHARED_TOKEN": "t"}}
     assert all(seat_secrets(seats, name, defaults) == every[name] for name in every), "one seat's is its part of every seat's"
+
+
+@pytest.mark.parametrize("first, second", [("127.0.0.1", "10.0.0.5"), ("::1", "127.0.0.1"), ("10.0.0.5", "fd00::5")])
+def test_seats_on_one_port_and_different_addresses_do_not_clash(first, second):
+    spec = spec_of([vllm_seat(name="a", port=9100, bind_address=first),
+                    vllm_seat(name="b", port=9100, bind_address=second)])
+    assert [(seat["bind_address"], seat["port"]) for seat in spec["seats"]] == [(first, 9100), (second, 9100)]
+
+
+@pytest.mark.parametrize("first, second, shown", [
+    ("127.0.0.1", "127.0.0.1", "127.0.0.1:9100 and seat b (llmfleet_seats[1]) on 127.0.0.1:9100"),
+    ("0.0.0.0", "10.0.0.5", "0.0.0.0:9100 and seat b (llmfleet_seats[1]) on 10.0.0.5:9100"),
+    ("10.0.0.5", "::", "10.0.0.5:9100 and seat b (llmfleet_seats[1]) on [::]:9100"),
+    ("::", "0.0.0.0", "[::]:9100 and seat b (llmfleet_seats[1]) on 0.0.0.0:9100"),
+])
+def test_seats_on_one_port_clash_on_one_address_or_every_interface(first, second, shown):
+    message = problems([vllm_seat(name="a", port=9100, bind_address=first),
+                        vllm_seat(name="b", port=9100, bind_address=second)])
+    assert message == (
+        "1 problem(s) in the inventory:\n- host fv-ml1: llmfleet_seats: port 9100 is used by seat a "
+        "(llmfleet_seats[0]) on %s; expected a different port or bind_address per seat (0.0.0.0 or :: holds "
+        "the port on every address)" % shown)

@@ -47,6 +47,26 @@ def test_a_typo_is_reported_with_the_seats_problems_at_once():
     assert len(found) == 2 and "llmfleet_kv_facter" in found[0] and "llmfleet_seats[0].port" in found[1]
 
 
+def test_a_seats_problem_and_the_plans_options_are_reported_in_one_round():
+    found = inventory_problems("gpu1", GPUS, [dict(SEATS[0], port=0)], kv_round_to="half", min_spare_mib=-1,
+                               accept={"gpu_profil": "h100"}, variables=["llmfleet_kv_facter"],
+                               known_variables=known_variables())
+    assert len(found) == 5, found
+    assert "host gpu1: llmfleet_kv_facter: unknown variable" in found[0]
+    assert found[1] == "host gpu1: seat asr: llmfleet_seats[0].port: expected an integer from 1 to 65535, got 0"
+    assert "host gpu1: seat_plan_min_spare_mib: expected an integer from 0 up, got -1" in found
+    assert any(line.startswith("host gpu1: llmfleet_kv_round_to: cannot read 'half'") for line in found), found
+    assert any(line.startswith("host gpu1: llmfleet_plan_accept: expected a dict with ") for line in found), found
+    assert all("\n" not in line for line in found)
+
+
+def test_the_plans_options_are_checked_against_the_gpus_beside_a_broken_seat():
+    found = inventory_problems("gpu1", GPUS, [dict(SEATS[0], name="Bad")], boot_margin_mib=90000)
+    assert len(found) == 2 and "llmfleet_seats[0].name" in found[0], found
+    assert found[1] == ("host gpu1: seat_plan_boot_margin_mib: expected less than the smallest GPU (81559 MiB), "
+                        "got 90000")
+
+
 def test_a_host_name_outside_its_grammar_is_refused_on_one_line():
     for host in ("gpu1\nExecStartPre=/bin/touch /tmp/x", "gpu1\r", "-gpu", "gpu 1", "g\u00f6pu", "", "a" * 254):
         found = problems(host=host)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import host_differences
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import (
     TakeOverError,
@@ -13,7 +14,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover i
     exposure_changes,
     takeover_lines,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import container_record, listening_ports
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import (
+    container_record, listening_sockets, socket_holders)
 
 FILES = {"/srv/compose/chat/compose.yaml", "/srv/ops/compose.yaml"}
 
@@ -51,8 +53,8 @@ def test_a_hand_started_project_of_the_seats_name_is_refused_without_the_opt_in(
     assert entries == []
     assert problems == [
         "host gpu7: container chat-chat-1 (compose project chat, service chat, running) holds seat chat: its "
-        "compose project chat, its GPU memory (compose service chat), its port 9100; expected nothing else "
-        "there, or take_over: true on seat chat to stop it in the window (a rollback brings it back), or "
+        "compose project chat, its GPU memory (compose service chat), its port 127.0.0.1:9100; expected nothing "
+        "else there, or take_over: true on seat chat to stop it in the window (a rollback brings it back), or "
         "stop it yourself first"]
 
 
@@ -65,7 +67,7 @@ def test_with_the_opt_in_it_is_removed_only_because_the_seats_project_would_repl
     assert entry["compose_config_files"] == ["/srv/compose/chat/compose.yaml"]
     assert takeover_lines(entries) == [
         "chat-chat-1 for seat chat (seat chat: its compose project chat, its GPU memory (compose service chat), "
-        "its port 9100; removed; compose project chat, its files in /srv/compose/chat)"]
+        "its port 127.0.0.1:9100; removed; compose project chat, its files in /srv/compose/chat)"]
 
 
 def test_another_projects_service_is_only_stopped_and_an_unrelated_port_holder_is_named():
@@ -75,8 +77,8 @@ def test_another_projects_service_is_only_stopped_and_an_unrelated_port_holder_i
     entries, problems = conflicts("gpu7", seats, [ops_chat, stranger], exists=_exists)
     assert [(e["name"], e["step_aside"]) for e in entries] == [("ops-chat-1", "stop")]
     assert problems == [
-        "host gpu7: container metrics (started with docker run, running) holds seat coder: its port 8212; "
-        "expected nothing else there, or take_over: true on seat coder to stop it in the window (a rollback "
+        "host gpu7: container metrics (started with docker run, running) holds seat coder: its port 0.0.0.0:8212 "
+        "(the seat's 127.0.0.1:8212); expected nothing else there, or take_over: true on seat coder to stop it in the window (a rollback "
         "brings it back), or stop it yourself first"]
 
 
@@ -138,22 +140,88 @@ def test_every_difference_from_the_host_before_is_named():
     ]
 
 
-def test_a_seat_port_a_process_outside_docker_listens_on_is_refused():
+def _planned(name, port, bind, take_over=False):
+    return dict(_seat(name, port, take_over), launch={"bind_address": bind})
+
+
+def test_a_seat_port_a_process_outside_docker_listens_on_is_refused_naming_both():
     ours = _container("vllm-chat", "chat", "chat", [("", 9100)], seat="chat")
     seats = [_seat("chat", 9100), _seat("coder", 9200, take_over=True)]
-    entries, problems = conflicts("gpu7", seats, [ours], listening={22, 9100, 9200}, exists=_exists)
+    listening = {("0.0.0.0", 22): "11", ("0.0.0.0", 9100): "12", ("::", 9100): "13", ("0.0.0.0", 9200): "14"}
+    entries, problems = conflicts("gpu7", seats, [ours], listening=listening, exists=_exists,
+                                  holders=lambda inodes: {"14": "nginx (pid 812)"} if inodes == ["14"] else {})
     assert entries == [] and problems == [
-        "host gpu7: seat coder: port 9200 is held by a process that is no container (something listens on it "
-        "outside docker); expected a free port, or stop that process first"]
+        "host gpu7: seat coder: port 9200 is held by a process that is no container: nginx (pid 812) listens on "
+        "0.0.0.0:9200; the seat publishes 127.0.0.1:9200; expected a free port on that address, or stop that "
+        "process first"]
 
 
-def test_the_listening_ports_are_read_from_proc_net(tmp_path):
+@pytest.mark.parametrize("listens, bind, clash", [
+    ("127.0.0.1", "10.0.0.5", False),
+    ("10.0.0.5", "127.0.0.1", False),
+    ("::1", "127.0.0.1", False),
+    ("127.0.0.1", "127.0.0.1", True),
+    ("::ffff:127.0.0.1", "127.0.0.1", True),
+    ("0.0.0.0", "10.0.0.5", True),
+    ("::", "127.0.0.1", True),
+    ("10.0.0.5", "0.0.0.0", True),
+    ("fd00::5", "::", True),
+])
+def test_a_process_on_the_host_clashes_with_a_seat_by_address_and_port(listens, bind, clash):
+    _entries, problems = conflicts("gpu7", [_planned("chat", 9100, bind)], [], listening={(listens, 9100): "7"},
+                                   exists=_exists)
+    assert bool(problems) is clash, problems
+    if clash:
+        assert "a process listens on %s" % endpoint(listens, 9100) in problems[0]
+        assert "the seat publishes %s" % endpoint(bind, 9100) in problems[0]
+
+
+def test_what_docker_listens_on_for_a_published_port_is_the_containers_not_a_process():
+    ours = _container("vllm-chat", "chat", "chat", [("10.0.0.5", 9100)], seat="chat")
+    seats = [_planned("chat", 9100, "10.0.0.5"), _planned("coder", 9100, "127.0.0.1")]
+    listening = {("10.0.0.5", 9100): "1", ("127.0.0.1", 9100): "2"}
+    _entries, problems = conflicts("gpu7", seats, [ours], listening=listening, exists=_exists)
+    assert len(problems) == 1 and problems[0].startswith("host gpu7: seat coder: port 9100 is held by a process"), \
+        problems
+
+
+@pytest.mark.parametrize("published, bind, clash", [
+    ("127.0.0.1", "10.0.0.5", False),
+    ("10.0.0.5", "127.0.0.1", False),
+    ("127.0.0.1", "127.0.0.1", True),
+    ("", "10.0.0.5", True),
+    ("0.0.0.0", "127.0.0.1", True),
+    ("::", "10.0.0.5", True),
+    ("10.0.0.5", "0.0.0.0", True),
+])
+def test_another_container_clashes_with_a_seat_by_address_and_port(published, bind, clash):
+    stranger = _container("metrics", None, None, [(published, 9100)])
+    _entries, problems = conflicts("gpu7", [_planned("coder", 9100, bind)], [stranger], exists=_exists)
+    assert bool(problems) is clash, problems
+    if clash:
+        assert "container metrics (started with docker run, running) holds seat coder: its port %s" % (
+            endpoint(published, 9100)) in problems[0]
+
+
+def test_the_listening_sockets_are_read_from_proc_net_with_their_addresses(tmp_path):
     header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-    (tmp_path / "tcp").write_text(header + "   0: 00000000:2380 00000000:0000 0A 0 0 0 0 0 0 0 1\n"
-                                  "   1: 0100007F:1F90 0100007F:D2F0 01 0 0 0 0 0 0 0 1\n")
+    (tmp_path / "tcp").write_text(header + "   0: 00000000:2380 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 101 1 0\n"
+                                  "   1: 0100007F:1F90 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 102 1 0\n"
+                                  "   2: 0500000A:23F0 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 103 1 0\n")
     (tmp_path / "tcp6").write_text(header + "   0: 00000000000000000000000000000000:23F0 "
-                                   "00000000000000000000000000000000:0000 0A 0 0 0 0 0 0 0 1\n")
-    assert listening_ports(str(tmp_path)) == {0x2380, 0x23F0}
+                                   "00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 104 1 0\n"
+                                   "   1: 00000000000000000000000001000000:2380 "
+                                   "00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 105 1 0\n")
+    assert listening_sockets(str(tmp_path)) == {("0.0.0.0", 0x2380): "101", ("10.0.0.5", 0x23F0): "103",
+                                                ("::", 0x23F0): "104", ("::1", 0x2380): "105"}
+
+
+def test_the_process_holding_a_socket_is_named_from_proc(tmp_path):
+    for pid, command, inode in (("41", "sshd", "900"), ("812", "nginx\x1b[31m", "901"), ("90", "redis", "902")):
+        (tmp_path / pid / "fd").mkdir(parents=True)
+        (tmp_path / pid / "comm").write_text(command + "\n")
+        (tmp_path / pid / "fd" / "3").symlink_to("socket:[%s]" % inode)
+    assert socket_holders(["901", "902"], str(tmp_path)) == {"901": "a process (pid 812)", "902": "redis (pid 90)"}
 
 
 def test_a_window_that_publishes_a_running_seat_elsewhere_says_so():
