@@ -17,6 +17,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import release_flags
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from conftest import REPO_ROOT
 from support.need import need_root_and
@@ -84,11 +85,12 @@ def _systemd_argv(seat, tmp_path):
 
 
 def _parse(command_lines):
-    proc = subprocess.run([str(real_vllm_python()), str(PARSER), json.dumps(command_lines)],
+    proc = subprocess.run([str(real_vllm_python()), str(PARSER),
+                           command_lines if isinstance(command_lines, str) else json.dumps(command_lines)],
                           capture_output=True, text=True, timeout=600, check=False,
                           env=dict(os.environ, **ENGINE_ENV))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith(("{", "["))]
 
 
 def test_every_rendered_flag_is_taken_by_the_real_vllm_serve_for_both_runtimes(tmp_path):
@@ -110,3 +112,14 @@ def test_every_rendered_flag_is_taken_by_the_real_vllm_serve_for_both_runtimes(t
     assert verdicts[0] == {"ok": True}, verdicts[0]
     assert not verdicts[1]["ok"] and "--no-such-flag" in verdicts[1]["error"], verdicts[1]
     assert not verdicts[2]["ok"] and "no_such_parser" in verdicts[2]["error"], verdicts[2]
+
+
+def test_the_flags_read_from_0_32s_source_are_the_real_parsers():
+    """The table the plan checks every release's flags with is read from source; for 0.32 the real
+    parser is there to say it reads right: the same flags, but for the ``--no-`` form argparse adds
+    to each switch and its own ``--help``."""
+    (live,) = _parse("--flags")
+    table = release_flags("0.32.0")
+    assert table <= set(live)
+    assert {flag for flag in set(live) - table if not flag.startswith("--no-")} == {"-h", "--help"}
+    assert all("--" + flag[5:] in table for flag in set(live) - table if flag.startswith("--no-"))

@@ -5,8 +5,10 @@ reads the model's config and tokenizer, and refuses what the engine would refuse
 Run by the real engine's own python (.build/real-vllm/venv):
 
     python parse_serve_args.py '[["MODEL", "--max-model-len", "2048", ...], ...]'
+    python parse_serve_args.py --flags
 
-Prints one JSON object per command line: {"ok": true} or {"ok": false, "error": "..."}.
+Prints one JSON object per command line: {"ok": true} or {"ok": false, "error": "..."}; with
+--flags, the JSON list of every option string the parser defines.
 """
 
 import contextlib
@@ -15,13 +17,19 @@ import json
 import sys
 
 
-def parse(argv):
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.entrypoints.launchers.launcher import validate_api_server_args
+def serve_parser():
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+
+
+def parse(argv):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+    from vllm.entrypoints.launchers.launcher import validate_api_server_args
+
+    parser = serve_parser()
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
@@ -38,6 +46,9 @@ def parse(argv):
 
 
 def main(command_lines):
+    if command_lines == "--flags":
+        print(json.dumps(sorted({flag for action in serve_parser()._actions for flag in action.option_strings})))
+        return
     for argv in json.loads(command_lines):
         print(json.dumps(parse(argv)), flush=True)
 

@@ -28,6 +28,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import CHANGES, FIRST
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
     matches_printed_gib,
@@ -108,6 +109,11 @@ _SECRET_FLAGS = ("--api-key", "--hf-token")
 _FLAG_RE = re.compile(r"\A--[a-z0-9][a-z0-9_-]*(\.[A-Za-z0-9_.-]+)?(=.*)?\Z", re.DOTALL)
 _SHORT_FLAG_RE = re.compile(r"\A-[A-Za-z][A-Za-z0-9]*(=.*)?\Z|\A-O[0-9.]", re.DOTALL)
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+# The seat fields that each render a flag a release may lack (command() renders them).
+_FIELD_FLAGS = (("default_chat_template_kwargs", "--default-chat-template-kwargs"),
+                ("max_new_tokens", "--override-generation-config"), ("tool_call_parser", "--tool-call-parser"),
+                ("reasoning_parser", "--reasoning-parser"), ("max_num_seqs", "--max-num-seqs"),
+                ("max_num_batched_tokens", "--max-num-batched-tokens"), ("block_size", "--block-size"))
 MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
 SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 _PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -177,6 +183,43 @@ def extra_arg_problem(arg):
     return None
 
 
+def release_flags(release):
+    """The flags ``vllm serve`` of a modelled ``release`` takes (vllm_flags.py, read from its source)."""
+    if release not in _RELEASE_FLAGS:
+        flags, found = set(FIRST[1]), FIRST[0] == release
+        for version, added, removed in CHANGES:
+            if found:
+                break
+            flags.update(added)
+            flags.difference_update(removed)
+            found = version == release
+        if not found:
+            raise KeyError(release)
+        _RELEASE_FLAGS[release] = frozenset(flags)
+    return _RELEASE_FLAGS[release]
+
+
+_RELEASE_FLAGS = {}
+
+
+def unknown_flag(arg, flags):
+    """The flag ``arg`` names that ``flags`` (one release's) does not take, as vLLM's parser reads it
+    (``--flag=value``, underscores, a dotted JSON key, ``--no-`` before a switch, an unambiguous
+    abbreviation, ``-O3``), or None; a value is no flag."""
+    name = arg.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+        if name in flags or (name.startswith("--no-") and "--" + name[5:] in flags):
+            return None
+        return None if len([flag for flag in flags if flag.startswith(name)]) == 1 else name
+    if name.startswith("-O"):  # the parser's own -O3 / -O 3: --optimization-level, or -O in older releases
+        return None if "--optimization-level" in flags or "-O" in flags else "-O"
+    if name.startswith("-") and not _is_number(arg):
+        short = [flag for flag in flags if not flag.startswith("--")]
+        return None if name in short or any(len(flag) == 2 and name.startswith(flag) for flag in short) else name
+    return None
+
+
 def _is_number(text):
     try:
         float(text)
@@ -232,6 +275,25 @@ def normalize(check, where, raw, seat, defaults):
     for field in ("weights_bytes", "overhead_bytes"):
         seat[field] = check.size(where, field, raw[field], MIB) if raw.get(field) is not None else None
     _release(check, where, raw, seat)
+    _release_takes(check, where, seat)
+
+
+def _release_takes(check, where, seat):
+    """Every flag the seat renders and every one of its extra_args is one its release's ``vllm serve``
+    takes; unchecked when nothing names the release."""
+    release = seat["vllm_release"]
+    if not release or release.get("nearest"):
+        return
+    flags, shown = release_flags(release["release"]), release.get("version") or release["release"]
+    for field, flag in _FIELD_FLAGS:
+        if seat.get(field) is not None and flag not in flags:
+            check.fail(where, field, "no value: vLLM %s's vllm serve has no %s (leave the field out, or run a "
+                       "release that takes it)" % (shown, flag), seat[field])
+    for arg in seat["extra_args"]:
+        unknown = unknown_flag(arg, flags)
+        if unknown:
+            check.fail(where, "extra_args", "flags vLLM %s's vllm serve takes (its own argument definitions have "
+                       "no %s)" % (shown, unknown), unknown)
 
 
 def _extra_args(check, where, args):

@@ -1,0 +1,109 @@
+"""The flags each modelled vLLM release's ``vllm serve`` takes, read from its own source.
+
+``vllm serve``'s parser is built from two places: the engine's arguments
+(``vllm/engine/arg_utils.py``, one ``add_argument("--flag", ...)`` per flag) and the frontend's
+(the ``cli_args.py`` that defines ``make_arg_parser``: its own ``add_argument`` calls, and one
+``--flag`` per field of its ``FrontendArgs`` dataclasses). This reads both with ``ast`` from the
+release's wheel (tests/differential/vllm_sources.py), never importing them.
+
+    python tests/differential/vllm_cli_flags.py --write   # regenerate the collection's table
+
+writes ``plugins/module_utils/_engines/vllm_flags.py``: the oldest release's flags, then each
+release's additions and removals. tests/integration/test_vllm_cli_flags.py checks that file
+against the sources, and the realengine lane checks the reading against the real 0.32 parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import vllm_sources  # noqa: E402  (this directory's)
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE = REPO / "plugins" / "module_utils" / "_engines" / "vllm_flags.py"
+ENGINE_FILE = "vllm/engine/arg_utils.py"
+FRONTEND_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
+                  "vllm/entrypoints/openai/cli_args.py")
+FLAG_RE = re.compile(r"\A--?[A-Za-z][A-Za-z0-9-]*\Z")
+# The releases whose arithmetic the collection models (vllm_releases.py), oldest first.
+RELEASES = ("0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1",
+            "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
+            "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+
+
+def _added_flags(tree):
+    """The literal flags of every ``*.add_argument(...)`` call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and FLAG_RE.match(arg.value):
+                    yield arg.value
+
+
+def _frontend_fields(tree):
+    """``--field`` for each field of the frontend's argument dataclasses (ClassVars are none)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name.endswith("FrontendArgs"):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                        and "ClassVar" not in ast.unparse(item.annotation):
+                    yield "--" + item.target.id.replace("_", "-")
+
+
+def flags_of(release):
+    """The sorted flags ``vllm serve`` of ``release`` takes, as its source writes them."""
+    root = vllm_sources.release_files(release, (ENGINE_FILE,) + FRONTEND_FILES)
+    frontend = next((root / name for name in FRONTEND_FILES
+                     if (root / name).is_file() and "def make_arg_parser" in (root / name).read_text()), None)
+    if frontend is None or not (root / ENGINE_FILE).is_file():
+        raise SystemExit("vLLM %s: no %s or make_arg_parser in %s" % (release, ENGINE_FILE, ", ".join(FRONTEND_FILES)))
+    flags = set(_added_flags(ast.parse((root / ENGINE_FILE).read_text())))
+    front = ast.parse(frontend.read_text())
+    flags.update(_added_flags(front))
+    flags.update(_frontend_fields(front))
+    return sorted(flags)
+
+
+def table_text(by_release):
+    """The collection's table: the first release's flags, then each one's changes."""
+    lines = ['# Copyright (c) 2026, llmfleet.seats contributors',
+             '# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)',
+             '# SPDX-License-Identifier: GPL-3.0-or-later', '',
+             '# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.',
+             '# Do not use this from other collections or standalone plugins/modules!', '',
+             '"""The flags ``vllm serve`` takes in each modelled release, read from that release\'s own source',
+             'by tests/differential/vllm_cli_flags.py (which writes this file; do not edit it by hand).',
+             '',
+             '``FIRST`` holds the oldest release\'s flags; ``CHANGES`` each later release\'s additions and',
+             'removals against the one before it. Pure data."""', '', 'from __future__ import annotations', '']
+    releases = list(by_release)
+    lines.append("FIRST = (%r, (" % releases[0])
+    lines += ["    %r," % flag for flag in by_release[releases[0]]]
+    lines += ["))", "", "CHANGES = ("]
+    for before, release in zip(releases, releases[1:]):
+        added = sorted(set(by_release[release]) - set(by_release[before]))
+        removed = sorted(set(by_release[before]) - set(by_release[release]))
+        lines.append("    (%r, (%s), (%s))," % (release, "".join("%r, " % f for f in added).rstrip(" "),
+                                                  "".join("%r, " % f for f in removed).rstrip(" ")))
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite %s" % TABLE.relative_to(REPO))
+    args = parser.parse_args(argv)
+    text = table_text({release: flags_of(release) for release in RELEASES})
+    if args.write:
+        TABLE.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

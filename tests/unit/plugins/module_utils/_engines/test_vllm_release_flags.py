@@ -1,0 +1,70 @@
+"""A seat's flags against its own release's ``vllm serve`` (plugins/module_utils/_engines/vllm_flags.py,
+read from each release's source; tests/integration/test_vllm_cli_flags.py holds the table to the
+sources and the realengine lane holds 0.32's to the real parser): the plan refuses a flag, or a
+field whose flag, the release does not take, naming the seat, the flag and the release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import release_flags, unknown_flag
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import CHANGES, FIRST
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
+
+FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[5] / "inventories" / "fv-ml1" /
+                         "host_vars" / "fv-ml1.yml").read_text())
+
+
+def _refusal(**fields):
+    seat = dict({"name": "gen-small", "engine": "vllm", "model": "Qwen/Qwen3.5-2B",
+                 "model_config": "models/qwen3.5-2b/config.json", "max_model_len": 32768,
+                 "image": "vllm/vllm-openai:v0.33.0", "port": 8011}, **fields)
+    try:
+        normalize_host("fv-ml1", FV_ML1["llmfleet_gpus"], [seat], FV_ML1["llmfleet_kv_factor"])
+    except SeatSpecError as refused:
+        return str(refused)
+    return None
+
+
+def test_every_modelled_release_has_its_flags():
+    releases = [FIRST[0]] + [release for release, _added, _removed in CHANGES]
+    assert releases[0] == "0.10.2" and releases[-1] == "0.33.0"
+    for release in releases:
+        assert {"--port", "--max-model-len", "--kv-cache-memory-bytes", "--served-model-name"} <= release_flags(release)
+    with pytest.raises(KeyError):
+        release_flags("0.9.0")
+
+
+@pytest.mark.parametrize("arg,unknown", [
+    ("--enable-prefix-caching", None), ("--no-enable-prefix-caching", None), ("--seed=7", None),
+    ("--kv_cache_memory_bytes", None),             # underscores are dashes to vLLM
+    ("--kv-cache-memory", None),                   # an unambiguous abbreviation
+    ("--compilation-config.mode=3", None),         # a dotted key of a JSON flag
+    ("-O3", None), ("-tp", None), ("7", None), ("value", None),
+    ("--enable", "--enable"),                      # ambiguous: argparse refuses it
+    ("--no-such-flag", "--no-such-flag"), ("-x", "-x"),
+])
+def test_a_flag_is_read_as_vllms_parser_reads_it(arg, unknown):
+    assert unknown_flag(arg, release_flags("0.32.0")) == unknown
+
+
+def test_an_extra_arg_the_release_lacks_is_refused_naming_the_release():
+    # --max-num-scheduled-tokens came in 0.26
+    assert _refusal(image="vllm/vllm-openai:v0.26.0", extra_args=["--max-num-scheduled-tokens", "64"]) is None
+    refused = _refusal(image="vllm/vllm-openai:v0.25.1", extra_args=["--max-num-scheduled-tokens", "64"])
+    assert "gen-small" in refused and "extra_args: expected flags vLLM 0.25.1's vllm serve takes (its own argument " \
+        "definitions have no --max-num-scheduled-tokens), got '--max-num-scheduled-tokens'" in refused, refused
+    # one it dropped: --swap-space went in 0.18
+    assert "no --swap-space" in _refusal(image="vllm/vllm-openai:v0.18.1", extra_args=["--swap-space", "4"])
+    assert _refusal(image="vllm/vllm-openai:v0.17.1", extra_args=["--swap-space", "4"]) is None
+
+
+def test_a_field_whose_flag_the_release_lacks_is_refused():
+    # --default-chat-template-kwargs came in 0.14
+    refused = _refusal(image="vllm/vllm-openai:v0.13.0", default_chat_template_kwargs={"enable_thinking": False})
+    assert "default_chat_template_kwargs: expected no value: vLLM 0.13.0's vllm serve has no " \
+        "--default-chat-template-kwargs" in refused, refused
+    assert _refusal(image="vllm/vllm-openai:v0.14.1", default_chat_template_kwargs={"enable_thinking": False}) is None
