@@ -219,9 +219,11 @@ def _wait_up(docker, name, had_health, timeout):
 
 def bring_back(entries, docker, wait_timeout, check_mode=False):
     """Bring each taken-over container back as it was before the window, one at a time (a
-    co-boot on one card is what util-sized seats get wrong). ``(changed, actions, problems)``."""
+    co-boot on one card is what util-sized seats get wrong) and in the order they last started
+    (a util-sized seat that booted on an empty card may not boot beside a neighbour that came
+    after it). ``(changed, actions, problems)``."""
     changed, actions, problems = False, [], []
-    for entry in entries:
+    for entry in sorted(entries, key=_start_order):
         current = docker.inspect_one(entry["id"])
         if current is None and docker.inspect_one(entry["name"]) is not None and entry["step_aside"] != "remove":
             current = docker.inspect_one(entry["name"])
@@ -261,6 +263,12 @@ def bring_back(entries, docker, wait_timeout, check_mode=False):
                 if why:
                     problems.append("%s: brought back, but %s" % (entry["name"], why))
     return changed, actions, problems
+
+
+def _start_order(entry):
+    """Running containers by their last start (RFC 3339 UTC sorts as text), then the rest."""
+    started = entry.get("started_at") if entry.get("was_running") else None
+    return (started is None, started or "", entry["name"])
 
 
 def release(entries, docker, check_mode=False):

@@ -10,6 +10,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import host_differences
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import (
     TakeOverError,
+    bring_back,
     conflicts,
     exposure_changes,
     takeover_lines,
@@ -40,6 +41,43 @@ def _container(name, project=None, service=None, ports=(), state="running", seat
         "State": {"Status": state, "Health": {"Status": health} if health else None},
         "HostConfig": {"PortBindings": bindings, "RestartPolicy": {"Name": restart}, "AutoRemove": auto_remove},
     })
+
+
+class _StoppedDocker:
+    """Each container stopped beside its seat; records what bring_back asks docker to do."""
+
+    def __init__(self, records):
+        self.records, self.calls = {record["id"]: record for record in records}, []
+
+    def inspect_one(self, ref):
+        record = self.records.get(ref)
+        return {"Id": record["id"], "Name": "/" + record["name"], "State": {"Status": "exited"},
+                "HostConfig": {"RestartPolicy": {"Name": record["restart"]}}} if record else None
+
+    def run(self, args, timeout=None):
+        self.calls.append(args)
+        return 0, "", ""
+
+
+def test_the_rollback_brings_containers_back_in_the_order_they_last_started():
+    """The util-sized seat that booted on an empty card comes back before the neighbour that
+    came after it, whatever their names; one that was not running is not started at all."""
+    def started(name, at, state="running"):
+        return dict(_container(name, state=state, health=None), started_at=at, was_running=state == "running",
+                    step_aside="stop")
+    entries = [started("aaa-embedder", "2026-12-04T04:01:09.5Z"), started("zzz-qwen", "2026-12-04T04:00:58.1Z"),
+               started("idle", None, state="exited")]
+    docker = _StoppedDocker(entries)
+    changed, actions, problems = bring_back(entries, docker, wait_timeout=1, check_mode=False)
+    assert changed and [call for call in docker.calls if call[0] == "start"] == [
+        ["start", "id-zzz-qwen"], ["start", "id-aaa-embedder"]], docker.calls
+
+
+def test_a_start_time_is_kept_only_in_dockers_own_format():
+    def record(value):
+        return container_record({"Id": "x", "Name": "/x", "State": {"Status": "running", "StartedAt": value}})["started_at"]
+    assert record("2026-12-04T04:00:58.123456789Z") == "2026-12-04T04:00:58.123456789Z"
+    assert record("2026-12-04T04:00:58Z\nservices:") is None and record(12) is None
 
 
 def _seat(name, port, take_over=False, container=None, runtime="compose"):
