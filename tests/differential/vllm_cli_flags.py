@@ -88,8 +88,11 @@ def table_text(by_release):
     for before, release in zip(releases, releases[1:]):
         added = sorted(set(by_release[release]) - set(by_release[before]))
         removed = sorted(set(by_release[before]) - set(by_release[release]))
-        lines.append("    (%r, (%s), (%s))," % (release, "".join("%r, " % f for f in added).rstrip(" "),
-                                                  "".join("%r, " % f for f in removed).rstrip(" ")))
+        lines.append("    (%r, (" % release)
+        lines += ["        %r," % flag for flag in added]
+        lines.append("    ), (")
+        lines += ["        %r," % flag for flag in removed]
+        lines.append("    )),")
     lines.append(")")
     return "\n".join(lines) + "\n"
 

@@ -42,6 +42,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint i
     weights_bytes_per_gpu,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
+    CPU_PLATFORM,
     KV_CACHE_DTYPES,
     KV_FACTOR_MAX,
     KVSizingError,
@@ -65,7 +66,10 @@ FIELDS = frozenset({
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
     "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes",
-    "vllm_version", "allow_nearest_vllm_release", "api_key"})
+    "vllm_version", "allow_nearest_vllm_release", "api_key", "vllm_platform"})
+# The vLLM builds a seat's image may run: the CUDA one on the host's GPUs, or the CPU build (whose
+# KV arithmetic is its own; its memory is the host's).
+PLATFORMS = ("cuda", "cpu")
 # The seat's ``api_key`` reaches vLLM in this variable, from the 0600 env file (never argv); the
 # gates send it as a Bearer token.
 API_KEY_VARIABLE = "VLLM_API_KEY"
@@ -270,6 +274,10 @@ def normalize(check, where, raw, seat, defaults):
     if isinstance(seat["max_model_len"], int) and seat["max_new_tokens"] and seat["max_new_tokens"] > seat["max_model_len"]:
         check.fail(where, "max_new_tokens", "at most max_model_len (%d)" % seat["max_model_len"],
                    seat["max_new_tokens"])
+    platform = raw.get("vllm_platform", "cuda")
+    if platform not in PLATFORMS:
+        check.fail(where, "vllm_platform", "cuda (the default) or cpu (vLLM's CPU build)", platform)
+    seat["vllm_platform"] = platform
     extra = _extra_args(check, where, raw["extra_args"]) if raw.get("extra_args") is not None else []
     seat["extra_args"] = extra or []
     for field in ("weights_bytes", "overhead_bytes"):
@@ -354,7 +362,8 @@ def size(seat, inventory_dir, options):
         common = {"seat": seat["name"], "kv_cache_dtype": seat["kv_cache_dtype"],
                   "tensor_parallel_size": seat["tensor_parallel_size"], "block_size": seat["block_size"],
                   "max_num_seqs": seat["max_num_seqs"],
-                  "max_num_batched_tokens": seat["max_num_batched_tokens"], "gpu": options["gpu_profile"],
+                  "max_num_batched_tokens": seat["max_num_batched_tokens"],
+                  "gpu": CPU_PLATFORM if seat["vllm_platform"] == "cpu" else options["gpu_profile"],
                   "vllm_version": seat["vllm_release"]["version"],
                   "allow_nearest_vllm_release": seat["vllm_release"]["nearest"]}
         if seat["kv_cache_memory_bytes"] is not None:
@@ -570,8 +579,8 @@ def boot_log_gates(seat, boot):
         gate(name, "kv_cache_tokens", boot.get("kv_cache_tokens") == seat["kv_cache_tokens"],
              boot.get("kv_cache_tokens"), seat["kv_cache_tokens"],
              "%s; the plan computed %s" % (_logged(
-                 boot.get("kv_cache_tokens"), "the log's GPU KV cache size is %s tokens"
-                 % num(boot.get("kv_cache_tokens"))), num(seat["kv_cache_tokens"]))),
+                 boot.get("kv_cache_tokens"), "the log's %s KV cache size is %s tokens"
+                 % (boot.get("kv_cache_pool") or "GPU", num(boot.get("kv_cache_tokens")))), num(seat["kv_cache_tokens"]))),
         gate(name, "max_concurrency", boot.get("max_concurrency") == seat["max_concurrency"],
              boot.get("max_concurrency"), seat["max_concurrency"],
              "%s; the plan computed %sx" % (_logged(

@@ -26,7 +26,7 @@ from . import host as hostlib
 from .host import HOST_ENV, NS_DIR, STATE_DIR, Host
 from .procs import TwinError, alive, is_mounted, run, start_time, wait_for
 from . import sysroot
-from .rootfs import build_rootfs
+from .rootfs import REAL_VLLM_SITE, build_engine_rootfs, build_rootfs
 from .spec import gpu_state
 
 REPO = Path(__file__).resolve().parents[3]
@@ -42,8 +42,14 @@ FAKES_BUILD = REPO / "tests" / "twin" / "fakes" / "build"
 FAKE_NVIDIA_SMI = REPO / "tests" / "twin" / "fakes" / "bin" / "nvidia-smi"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 # What each kind of image runs; `vllm serve` is the real vllm/vllm-openai image's ENTRYPOINT.
-ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"], "radiance": ["radiance", "serve"]}
+# "real-vllm" is vLLM 0.32 itself, its CPU build (tests/twin/seat/real-vllm).
+ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"], "radiance": ["radiance", "serve"],
+               "real-vllm": ["real-vllm", "serve"]}
 IMAGE_ENV = {"PATH": HOST_ENV["PATH"], "VLLM_USAGE_SOURCE": "production-docker-image"}
+# The real engine finds itself on PYTHONPATH, runs on vLLM's CPU platform, and asks no hub.
+KIND_ENV = {"real-vllm": {"PYTHONPATH": REAL_VLLM_SITE, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
+                          "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}}
+REAL_VLLM_SITE_PACKAGES = REPO / ".build" / "real-vllm" / "venv" / "lib" / "python3.11" / "site-packages"
 REQUIRED = ("ip", "nsenter", "unshare", "findmnt", "dockerd", "docker", "ssh-keygen",
             "ldconfig", "ldd", "/usr/sbin/sshd")
 COMPOSE_PLUGIN = Path("/usr/local/lib/docker/cli-plugins/docker-compose")
@@ -216,6 +222,9 @@ def _build(fleet: dict, owner: dict | None) -> None:
     _client_key()
     _driver_library()
     tarball = build_rootfs(SEAT_DIR, CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
+    tarballs = {kind: tarball for kind in ENTRYPOINTS}
+    if "real-vllm" in fleet["images"].values():
+        tarballs["real-vllm"] = build_engine_rootfs(tarball, REAL_VLLM_SITE_PACKAGES, CACHE_DIR)
     nvidia_smi = FAKE_NVIDIA_SMI if FAKE_NVIDIA_SMI.exists() else None
     hostlib.ns_dir_up()
     hostlib.bridge_up()
@@ -230,8 +239,9 @@ def _build(fleet: dict, owner: dict | None) -> None:
         host.wait_ready()
         for tag, kind in fleet["images"].items():
             env = dict(IMAGE_ENV, **_release_env(tag, kind))
+            env.update(KIND_ENV.get(kind, {}))
             env.update(fleet.get("image_env", {}).get(tag, {}))
-            host.import_image(tarball, tag, ENTRYPOINTS[kind], env)
+            host.import_image(tarballs[kind], tag, ENTRYPOINTS[kind], env)
         if host.kind == "systemd":
             host.boot_systemd(systemd_root, sysroot.IMAGE % sysroot.recipe_digest(), _systemd_mounts())
             host.wait_systemd()

@@ -287,7 +287,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                    "--change", "WORKDIR /vllm-workspace"]
         for key, value in env.items():
             changes += ["--change", "ENV %s=%s" % (key, value)]
-        self.docker(["import"] + changes + [str(tarball), tag], timeout=300)
+        self.docker(["import"] + changes + [str(tarball), tag], timeout=900)
 
     # -- looking at it --
     def image_ids(self, tags: list) -> dict:

@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -173,6 +174,57 @@ def build_rootfs(seat_dir: Path, cache_dir: Path, programs: list) -> Path:
                              0o755)
     partial.rename(out)
     for stale in cache_dir.glob("seat-rootfs-*.tar"):
+        if stale != out:
+            stale.unlink()
+    return out
+
+
+# The real vLLM (its CPU build, scripts/bootstrap-real-vllm) in a seat image: the stand-ins' root
+# filesystem, the engine's site-packages where its PYTHONPATH points, and the system libraries
+# its extension modules link to. Debian's Python 3.11 runs the wheels built for the venv's 3.11.
+REAL_VLLM_SITE = "/opt/real-vllm/site-packages"
+# vLLM's CPU executor asks lscpu for the cores and NUMA nodes to bind its threads to.
+ENGINE_BINARIES = ("/usr/bin/lscpu",)
+# Triton is a GPU compiler (a third of the install): the CPU build runs without it, and an empty
+# directory of its name would import as a package without its modules.
+_SKIPPED_IN_SITE = re.compile(r"\A%s/triton(/|-|\Z)" % re.escape(REAL_VLLM_SITE.lstrip("/")))
+
+
+def build_engine_rootfs(base: Path, site_packages: Path, cache_dir: Path) -> Path:
+    """Write (or reuse) the real engine's image tarball over ``base`` (build_rootfs's) and return
+    its path; its name carries a digest of the base, this recipe and the engine's install stamp."""
+    stamp = site_packages.parents[2] / ".real-vllm-requirement"
+    if not stamp.is_file():
+        raise RootfsError("the real-engine image needs .build/real-vllm (scripts/bootstrap-real-vllm)")
+    digest = hashlib.sha256(("%s %s %d " % (base.name, stamp.read_text().strip(),
+                                            int(Path(__file__).stat().st_mtime))).encode()).hexdigest()[:16]
+    out = cache_dir / ("real-vllm-rootfs-%s.tar" % digest)
+    if out.exists():
+        return out
+    missing = [binary for binary in ENGINE_BINARIES if not os.access(binary, os.X_OK)]
+    if missing:
+        raise RootfsError("the real-engine image needs %s (apt-get install util-linux)" % ", ".join(missing))
+    extensions = [str(path) for path in site_packages.rglob("*.so*") if path.is_file()]
+    libraries = {library for library in _shared_libraries(extensions + list(ENGINE_BINARIES))
+                 if not library.startswith(str(site_packages))}
+    partial = out.with_name("%s.%d.partial" % (out.name, os.getpid()))
+    shutil.copyfile(base, partial)
+    with tarfile.open(partial, "a", format=tarfile.GNU_FORMAT) as tar:
+        archive = _Archive(tar)
+        archive.names.update("/" + member.name.rstrip("/") for member in tar.getmembers())
+        for path in sorted(libraries) + list(ENGINE_BINARIES):
+            archive.host_path(path)
+
+        def owned_by_root(info):
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mtime = MTIME
+            skipped = "__pycache__" in info.name or _SKIPPED_IN_SITE.match(info.name)
+            return None if skipped else info
+        archive.directory(os.path.dirname(REAL_VLLM_SITE))
+        tar.add(str(site_packages), arcname=REAL_VLLM_SITE.lstrip("/"), filter=owned_by_root)
+    partial.rename(out)
+    for stale in cache_dir.glob("real-vllm-rootfs-*.tar"):
         if stale != out:
             stale.unlink()
     return out

@@ -20,7 +20,7 @@ import uuid
 DEFAULT_GPUS = [{"count": 2, "name": "NVIDIA H200", "memory_total_mib": 143771}]
 # Tag -> what the image runs. `vllm` is the real image's tag and entrypoint (`vllm serve`).
 DEFAULT_IMAGES = {"vllm/vllm-openai:v0.33.0": "vllm", "llmfleet/asr-seat:twin": "asr"}
-IMAGE_KINDS = ("vllm", "asr", "radiance")
+IMAGE_KINDS = ("vllm", "asr", "radiance", "real-vllm")
 DRIVER = {"driver_version": "580.95.05", "nvml_version": "13.580.95.05",
           "cuda_driver_version": 13000}
 # Bus numbers as an eight-GPU server enumerates them.

@@ -68,3 +68,20 @@ def test_a_field_whose_flag_the_release_lacks_is_refused():
     assert "default_chat_template_kwargs: expected no value: vLLM 0.13.0's vllm serve has no " \
         "--default-chat-template-kwargs" in refused, refused
     assert _refusal(image="vllm/vllm-openai:v0.14.1", default_chat_template_kwargs={"enable_thinking": False}) is None
+
+
+def test_a_seat_on_the_cpu_build_is_sized_with_its_own_arithmetic(tmp_path):
+    """vllm_platform: cpu plans the seat with vLLM's CPU platform (blocks of 128, its capacity line),
+    whatever card profile the host has; another word is refused."""
+    from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
+    (tmp_path / "config.json").write_text(
+        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64, "max_position_embeddings": 4096, '
+        '"vocab_size": 322, "dtype": "bfloat16"}')
+    seat = {"name": "tiny", "engine": "vllm", "model": "/srv/models/tiny", "model_config": str(tmp_path / "config.json"),
+            "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB", "image": "llmfleet/vllm-cpu:v0.32.0",
+            "port": 8301, "vllm_platform": "cpu", "weights_bytes": "1MiB"}
+    sized = size_seats("twin1", FV_ML1["llmfleet_gpus"], [seat], gpu_profile="rtx-pro-6000")
+    assert sized["problems"] == [] and sized["seats"][0]["kv_cache_tokens"] == 131072
+    refused = _refusal(vllm_platform="tpu")
+    assert "vllm_platform: expected cuda (the default) or cpu (vLLM's CPU build), got 'tpu'" in refused, refused

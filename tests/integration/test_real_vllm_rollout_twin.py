@@ -1,0 +1,83 @@
+"""A window whose seat runs the real vLLM 0.32 (its CPU build) on the twin: planned, dry-run,
+applied and gated by the collection as an operator runs it, with the engine itself printing the
+KV line the plan predicted, serving the models and a completion, and a second run changing
+nothing. The GPU stays simulated: the engine's resident memory is what the card holds
+(tests/twin/seat/real-vllm), so the card gates judge what the seat really takes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT
+from support.real_vllm import tiny_model
+from support.rollout import rebalance, report_of, twin_pair
+
+pytestmark = [pytest.mark.realengine, pytest.mark.slow]
+
+FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-realengine"
+MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
+GPU = "GPU-7a1c0004-0000-4000-8000-000000000001"
+SEAT = {"name": "tiny", "engine": "vllm", "vllm_platform": "cpu", "model": "/srv/models/tiny",
+        "model_config": "models/tiny/config.json", "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB",
+        "image": "llmfleet/vllm-cpu:v0.32.0", "port": 8301, "volumes": ["/srv/models:/srv/models:ro"],
+        "extra_args": ["--enforce-eager"], "overhead_bytes": "3GiB", "gpu": 0}
+
+
+def _fleet(root, **seat):
+    shutil.copytree(FLEET, root)
+    shutil.copytree(tiny_model(MODEL), root / "models" / "tiny")
+    (root / "host_vars").mkdir()
+    (root / "host_vars" / "twin1.yml").write_text(yaml.safe_dump({
+        "llmfleet_gpus": [{"index": 0, "uuid": GPU, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}],
+        "llmfleet_seats": [dict(SEAT, **seat)]}, sort_keys=False))
+    return root / "hosts.yml"
+
+
+def _address(twin_inventory):
+    hosts = {name: host for group in yaml.safe_load(open(twin_inventory).read())["all"]["children"].values()
+             for name, host in (group.get("hosts") or {}).items()}
+    return hosts["twin1"]["ansible_host"]
+
+
+def _gates(report):
+    return {(gate["seat"], gate["gate"]): gate for gate in report["hosts"]["twin1"]["gates"]}
+
+
+def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp_path):
+    hosts = _fleet(tmp_path / "fleet")
+    with twin_pair(FLEET / "spec.json", fleet_dir=hosts.parent) as twin_inventory:
+        dry = rebalance(hosts, twin_inventory, tmp_path / "dry", "--check", "--diff")
+        assert "CPU KV cache size" not in dry.stdout  # nothing booted in a dry run
+        applied = rebalance(hosts, twin_inventory, tmp_path / "applied")
+        report = report_of(tmp_path / "applied")
+        section = report["hosts"]["twin1"]
+        assert section["status"] == "applied", json.dumps(section.get("error"))
+        gates = _gates(report)
+        planned = section["plan"]["seats"][0]
+        for gate in ("kv_cache_tokens", "max_concurrency", "kv_reserved", "vllm_version", "health", "served_models"):
+            assert gates[("tiny", gate)]["ok"], gates[("tiny", gate)]
+        assert gates[("tiny", "kv_cache_tokens")]["measured"] == planned["kv_cache_tokens"] == 131072
+        assert gates[("tiny", "kv_cache_tokens")]["detail"].startswith("the log's CPU KV cache size is 131,072 tokens")
+        # the card holds what the engine's processes hold, and the plan's footprint covers it
+        free = gates[("GPU 0", "free_mib_boot")]
+        assert free["ok"] and 81559 - free["measured"] > 200, free
+
+        address = _address(twin_inventory)
+        with urllib.request.urlopen("http://%s:8301/v1/models" % address, timeout=30) as reply:
+            models = json.loads(reply.read())
+        assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [("tiny", 2048)]
+        request = urllib.request.Request("http://%s:8301/v1/chat/completions" % address, data=json.dumps({
+            "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            assert json.loads(reply.read())["usage"]["completion_tokens"] == 5
+
+        again = rebalance(hosts, twin_inventory, tmp_path / "again")
+        assert report_of(tmp_path / "again")["hosts"]["twin1"]["status"] == "unchanged", again.stdout[-3000:]
+        assert applied.returncode == 0
