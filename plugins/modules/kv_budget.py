@@ -212,6 +212,13 @@ boot_error:
   returned: success
   type: str
   sample: null
+first_request_error:
+  description:
+    - What kills the engine at its first request although it booted, else null - on O(gpu=cpu), the CPU
+      attention kernel's refusal of a head size it does not compute.
+  returned: success
+  type: str
+  sample: "Unsupported CPU attention configuration: head_dim=16"
 per_token_kv_bytes:
   description: KV bytes per token per GPU over every attention layer that holds a cache.
   returned: success

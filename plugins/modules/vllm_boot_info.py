@@ -217,9 +217,16 @@ boots:
   returned: always
   type: int
 kv_cache_pool:
-  description: The pool the capacity line names (C(GPU), or C(GPU + host)).
+  description: The pool the capacity line names (C(GPU), C(GPU + host), or C(CPU) for vLLM's CPU build).
   returned: always
   type: str
+cause:
+  description:
+    - Of O(errors), the one that says why the boot failed - the first exception with a message of its
+      own that is not the engine reporting another process's death; else the first error; null without errors.
+  returned: always
+  type: str
+  sample: "ValueError: To serve at least one request with the model's max seq len (4096), ..."
 startup_check:
   description: vLLM's startup memory check failed (C(free < ceil(total * util))) with these numbers.
   returned: always

@@ -16,7 +16,7 @@ import yaml
 
 from conftest import REPO_ROOT
 from support.real_vllm import tiny_model
-from support.rollout import rebalance, report_of, twin_pair
+from support.rollout import assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
@@ -30,9 +30,10 @@ SEAT = {"name": "tiny", "engine": "vllm", "vllm_platform": "cpu", "model": "/srv
 
 
 def _fleet(root, **seat):
-    shutil.copytree(FLEET, root)
-    shutil.copytree(tiny_model(MODEL), root / "models" / "tiny")
-    (root / "host_vars").mkdir()
+    if not root.exists():
+        shutil.copytree(FLEET, root)
+        shutil.copytree(tiny_model(MODEL), root / "models" / "tiny")
+        (root / "host_vars").mkdir()
     (root / "host_vars" / "twin1.yml").write_text(yaml.safe_dump({
         "llmfleet_gpus": [{"index": 0, "uuid": GPU, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}],
         "llmfleet_seats": [dict(SEAT, **seat)]}, sort_keys=False))
@@ -81,3 +82,20 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         again = rebalance(hosts, twin_inventory, tmp_path / "again")
         assert report_of(tmp_path / "again")["hosts"]["twin1"]["status"] == "unchanged", again.stdout[-3000:]
         assert applied.returncode == 0
+
+        # A budget the simulated card holds but the engine cannot get: the CPU build takes its KV from
+        # the host's memory and refuses more than the node has. The plan cannot see that; the gates do,
+        # and the rollback puts the running seat and its files back.
+        wait_healthy("twin1")
+        before = state("twin1")
+        _fleet(hosts.parent, kv_cache_memory_bytes="60GiB", overhead_bytes="2GiB")
+        failed = rebalance(hosts, twin_inventory, tmp_path / "too-much", check=False)
+        assert failed.returncode != 0
+        section = report_of(tmp_path / "too-much")["hosts"]["twin1"]
+        assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
+        assert ("tiny", "health") in gates_failed(report_of(tmp_path / "too-much"))
+        # the window's one-line reason names the engine's own refusal
+        assert "the engine stopped at: ValueError: Available memory on node" in section["error"], section["error"]
+        assert "Decrease --kv-cache-memory-bytes" in section["error"]
+        wait_healthy("twin1")
+        assert_rolled_back(before)

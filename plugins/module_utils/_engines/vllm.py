@@ -425,6 +425,7 @@ def planned(seat, sized):
     fields = {key: sized["kv"][key] for key in PLANNED_FIELDS}
     fields["vllm_release"] = dict(seat["vllm_release"])  # what the seat runs, what planned its KV
     fields["served_model_names"] = seat["served_model_names"]
+    fields["first_request_error"] = sized["kv"]["first_request_error"]
     return fields
 
 
@@ -578,9 +579,12 @@ def boot_log_gates(seat, boot):
                  % (boot.get("reserved_kv_gib"), boot.get("kv_cache_memory_bytes"))), planned_bytes)),
         gate(name, "kv_cache_tokens", boot.get("kv_cache_tokens") == seat["kv_cache_tokens"],
              boot.get("kv_cache_tokens"), seat["kv_cache_tokens"],
-             "%s; the plan computed %s" % (_logged(
+             "%s; the plan computed %s%s" % (_logged(
                  boot.get("kv_cache_tokens"), "the log's %s KV cache size is %s tokens"
-                 % (boot.get("kv_cache_pool") or "GPU", num(boot.get("kv_cache_tokens")))), num(seat["kv_cache_tokens"]))),
+                 % (boot.get("kv_cache_pool") or "GPU", num(boot.get("kv_cache_tokens")))), num(seat["kv_cache_tokens"]),
+                 # a boot that never got there: why, in the engine's words, once in the window's message
+                 "; the engine stopped at: %s" % boot["cause"]
+                 if boot.get("kv_cache_tokens") is None and boot.get("cause") else "")),
         gate(name, "max_concurrency", boot.get("max_concurrency") == seat["max_concurrency"],
              boot.get("max_concurrency"), seat["max_concurrency"],
              "%s; the plan computed %sx" % (_logged(
@@ -594,7 +598,7 @@ def boot_log_gates(seat, boot):
              {"oom_events": 0, "autotuner_oom_fallbacks": 0},
              "%d OOM event(s) and %d FlashInfer autotuner OOM fall-back(s) in the boot log%s"
              % (boot.get("oom_events", 0), boot.get("autotuner_oom_fallbacks", 0),
-                ": " + boot["errors"][0] if boot.get("errors") else "")),
+                ": " + boot["cause"] if boot.get("cause") else "")),
     ] + _version_gates(seat, boot) + _rank_gates(seat, boot)
 
 
@@ -687,4 +691,9 @@ def plan_cells(seat):
 
 
 def plan_notes(seat):
+    """A seat that boots but whose engine dies at its first request: the plan lets it through (its
+    gates and the runtime probe are what catch it in a window) and says so."""
+    if seat.get("first_request_error"):
+        return ["- **%s boots but dies at its first request**: %s (seat_rebalance_runtime_probe catches it "
+                "in the window)" % (seat["name"], seat["first_request_error"])]
     return []

@@ -193,6 +193,8 @@ def _empty_result():
         "no_kv_cache_memory": False, "graph_capture_gib": None,
         "suggested_kv_cache_memory_bytes": None, "server_address": None,
         "init_engine_seconds": None,
+        # the error that says why the boot failed, of all it printed
+        "cause": None,
         # tensor parallel: each worker's own reserved-KV line, as printed (GiB), by its process
         # (Worker_TP<n>, or "RayWorkerWrapper pid=N" under Ray)
         "worker_reserved_kv_gib": {},
@@ -322,7 +324,23 @@ def _read_boot(lines, result):
     result["torch_oom_events"] = len(torch_ooms)
     result["oom_events"] = result["torch_oom_events"] + result["autotuner_oom_fallbacks"]
     result["errors"] = errors
+    result["cause"] = _cause(errors)
     result["ready"] = result["startup_complete"] and not result["engine_dead"] and not result["shutdown"]
+
+
+# What the engine says after the cause, about the cause: never the reason itself.
+_AFTERMATH = re.compile(r"\A(?:RuntimeError: (?:Engine core initialization failed|cancelled|Worker failed with error)"
+                        r"|(?:\w+\.)*EngineDeadError)")
+
+
+def _cause(errors):
+    """The error that says why: the first exception with words of its own that is not the engine's
+    report of another's death; else the first error line; None without errors."""
+    for error in errors:
+        found = _EXCEPTION.match(error)
+        if found and found.group("detail") and not _AFTERMATH.match(error):
+            return error
+    return errors[0] if errors else None
 
 
 def _read_failure(msg, result):

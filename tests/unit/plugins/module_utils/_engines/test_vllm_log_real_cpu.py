@@ -34,7 +34,7 @@ def test_a_budget_below_one_request_is_the_admission_refusal():
                                        "estimated_max_model_len": 1920}
     assert boot["kv_cache_tokens"] is None and boot["engine_dead"] and not boot["ready"]
     assert boot["kv_cache_memory_bytes"] == 1 << 20
-    assert any(error.startswith("ValueError: To serve at least one request") for error in boot["errors"])
+    assert boot["cause"].startswith("ValueError: To serve at least one request"), boot["errors"]
 
 
 def test_a_context_over_the_window_is_the_config_refusal():
@@ -48,7 +48,7 @@ def test_an_engine_dead_at_its_first_request_is_dead_and_names_why():
     boot = _read("engine-died-at-first-request")
     assert boot["startup_complete"] and boot["engine_dead"] and not boot["ready"]
     assert boot["kv_cache_tokens"] == 131072
-    assert "RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0" in boot["errors"]
+    assert boot["cause"] == "RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
     # the engine's dumps of the request it died on are its data, not an error line of the boot
     assert not any(error.startswith("Dumping") for error in boot["errors"])
     assert all(len(error) < 400 for error in boot["errors"]), boot["errors"]

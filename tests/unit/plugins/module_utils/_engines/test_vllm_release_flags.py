@@ -85,3 +85,20 @@ def test_a_seat_on_the_cpu_build_is_sized_with_its_own_arithmetic(tmp_path):
     assert sized["problems"] == [] and sized["seats"][0]["kv_cache_tokens"] == 131072
     refused = _refusal(vllm_platform="tpu")
     assert "vllm_platform: expected cuda (the default) or cpu (vLLM's CPU build), got 'tpu'" in refused, refused
+
+
+def test_a_seat_whose_engine_dies_at_its_first_request_is_planned_with_a_note(tmp_path):
+    from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_notes
+    from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
+    (tmp_path / "config.json").write_text(
+        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096, '
+        '"vocab_size": 322, "dtype": "bfloat16"}')
+    seat = {"name": "tiny", "engine": "vllm", "model": "/srv/models/tiny", "model_config": str(tmp_path / "config.json"),
+            "max_model_len": 2048, "kv_cache_memory_bytes": "16MiB", "image": "llmfleet/vllm-cpu:v0.32.0",
+            "port": 8301, "vllm_platform": "cpu", "weights_bytes": "1MiB"}
+    (sized,) = size_seats("twin1", FV_ML1["llmfleet_gpus"], [seat])["seats"]
+    assert sized["boot_ok"] and sized["first_request_error"] == "Unsupported CPU attention configuration: head_dim=16"
+    assert plan_notes(sized) == ["- **tiny boots but dies at its first request**: Unsupported CPU attention "
+                                 "configuration: head_dim=16 (seat_rebalance_runtime_probe catches it in the window)"]
+    assert plan_notes(dict(sized, first_request_error=None)) == []
