@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from support.process import bootstrapped
 
 READY_TIMEOUT_S = 120
 
@@ -58,12 +58,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 def litellm_bin() -> Path:
     """The pinned proxy; scripts/bootstrap-litellm builds it once (~55 s) and is instant after."""
-    proc = subprocess.run([str(REPO_ROOT / "scripts" / "bootstrap-litellm")], capture_output=True,
-                          text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        pytest.fail("scripts/bootstrap-litellm failed; the litellm tests need the pinned proxy:\n"
-                    + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return bootstrapped("bootstrap-litellm", "the litellm tests need the pinned proxy", timeout=900)
 
 
 class LiteLLMProxy:

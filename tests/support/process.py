@@ -8,6 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
 
 
 def run_in_group(cmd: list, timeout: float, grace: float = 180, **kwargs) -> subprocess.CompletedProcess:
@@ -34,3 +39,13 @@ def stop_group(proc: subprocess.Popen, grace: float) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def bootstrapped(script: str, needed_by: str, timeout: float = 1800) -> Path:
+    """The path ``scripts/<script>`` prints last: what it built once (it is instant after, and
+    waits for a build under way); the test fails with its output when it cannot build."""
+    proc = subprocess.run([str(REPO_ROOT / "scripts" / script)], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if proc.returncode != 0:
+        pytest.fail("scripts/%s failed; %s:\n%s%s" % (script, needed_by, proc.stdout[-2000:], proc.stderr[-2000:]))
+    return Path(proc.stdout.strip().splitlines()[-1])

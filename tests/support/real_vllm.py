@@ -26,6 +26,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from support.litellm import free_port
+from support.process import bootstrapped
 
 MAKER = REPO_ROOT / "tests" / "realengine" / "make_tiny_model.py"
 MODELS = REPO_ROOT / ".build" / "real-vllm" / "models"
@@ -38,12 +39,7 @@ ENGINE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_
 
 def real_vllm_python() -> Path:
     """The engine's python; scripts/bootstrap-real-vllm builds it once (~3 min) and is instant after."""
-    proc = subprocess.run([str(REPO_ROOT / "scripts" / "bootstrap-real-vllm")], capture_output=True,
-                          text=True, timeout=1800, check=False)
-    if proc.returncode != 0:
-        pytest.fail("scripts/bootstrap-real-vllm failed; the real-engine tests need vLLM's CPU build:\n"
-                    + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return bootstrapped("bootstrap-real-vllm", "the real-engine tests need vLLM's CPU build")
 
 
 def tiny_model(spec: dict) -> Path:

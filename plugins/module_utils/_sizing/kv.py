@@ -18,6 +18,8 @@ estimated maximum length), the capacity line (``v1/core/kv_cache_utils.py``) and
 
 ``vllm_version`` selects an older release's arithmetic where it differs (``_Options.since``
 marks each change with the release that made it; docs/kv-sizing.md lists them), from 0.10.2 on.
+``gpu="cpu"`` is vLLM 0.32's CPU platform instead of a card (its CPU build, which the realengine
+tests boot).
 
 The sizing rule on top: the smallest budget that boots and whose maximum concurrency at
 ``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.

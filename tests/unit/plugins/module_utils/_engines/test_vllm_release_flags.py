@@ -1,17 +1,20 @@
 """A seat's flags against its own release's ``vllm serve`` (plugins/module_utils/_engines/vllm_flags.py,
 read from each release's source; tests/integration/test_vllm_cli_flags.py holds the table to the
 sources and the realengine lane holds 0.32's to the real parser): the plan refuses a flag, or a
-field whose flag, the release does not take, naming the seat, the flag and the release."""
+field whose flag, the release does not take, naming the seat, the flag and the release. And a seat
+on the release's CPU build (``vllm_platform: cpu``), planned with that build's arithmetic."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import release_flags, unknown_flag
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_notes, release_flags, unknown_flag
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import CHANGES, FIRST
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
 
 FV_ML1 = yaml.safe_load((Path(__file__).resolve().parents[5] / "inventories" / "fv-ml1" /
@@ -70,34 +73,29 @@ def test_a_field_whose_flag_the_release_lacks_is_refused():
     assert _refusal(image="vllm/vllm-openai:v0.14.1", default_chat_template_kwargs={"enable_thinking": False}) is None
 
 
+def _cpu_seat(tmp_path, budget, **config):
+    """A seat on vLLM's CPU build serving the realengine tests' GQA model (with ``config`` changes)."""
+    (tmp_path / "config.json").write_text(json.dumps(dict({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64, "max_position_embeddings": 4096,
+        "vocab_size": 322, "dtype": "bfloat16"}, **config)))
+    return {"name": "tiny", "engine": "vllm", "model": "/srv/models/tiny", "model_config": str(tmp_path / "config.json"),
+            "max_model_len": 2048, "kv_cache_memory_bytes": budget, "image": "llmfleet/vllm-cpu:v0.32.0",
+            "port": 8301, "vllm_platform": "cpu", "weights_bytes": "1MiB"}
+
+
 def test_a_seat_on_the_cpu_build_is_sized_with_its_own_arithmetic(tmp_path):
     """vllm_platform: cpu plans the seat with vLLM's CPU platform (blocks of 128, its capacity line),
     whatever card profile the host has; another word is refused."""
-    from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
-    (tmp_path / "config.json").write_text(
-        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, '
-        '"num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64, "max_position_embeddings": 4096, '
-        '"vocab_size": 322, "dtype": "bfloat16"}')
-    seat = {"name": "tiny", "engine": "vllm", "model": "/srv/models/tiny", "model_config": str(tmp_path / "config.json"),
-            "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB", "image": "llmfleet/vllm-cpu:v0.32.0",
-            "port": 8301, "vllm_platform": "cpu", "weights_bytes": "1MiB"}
-    sized = size_seats("twin1", FV_ML1["llmfleet_gpus"], [seat], gpu_profile="rtx-pro-6000")
+    sized = size_seats("twin1", FV_ML1["llmfleet_gpus"], [_cpu_seat(tmp_path, "64MiB")], gpu_profile="rtx-pro-6000")
     assert sized["problems"] == [] and sized["seats"][0]["kv_cache_tokens"] == 131072
+    assert sized["seats"][0]["first_request_error"] is None
     refused = _refusal(vllm_platform="tpu")
     assert "vllm_platform: expected cuda (the default) or cpu (vLLM's CPU build), got 'tpu'" in refused, refused
 
 
 def test_a_seat_whose_engine_dies_at_its_first_request_is_planned_with_a_note(tmp_path):
-    from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_notes
-    from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
-    (tmp_path / "config.json").write_text(
-        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
-        '"num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096, '
-        '"vocab_size": 322, "dtype": "bfloat16"}')
-    seat = {"name": "tiny", "engine": "vllm", "model": "/srv/models/tiny", "model_config": str(tmp_path / "config.json"),
-            "max_model_len": 2048, "kv_cache_memory_bytes": "16MiB", "image": "llmfleet/vllm-cpu:v0.32.0",
-            "port": 8301, "vllm_platform": "cpu", "weights_bytes": "1MiB"}
-    (sized,) = size_seats("twin1", FV_ML1["llmfleet_gpus"], [seat])["seats"]
+    (sized,) = size_seats("twin1", FV_ML1["llmfleet_gpus"], [_cpu_seat(tmp_path, "16MiB", head_dim=16)])["seats"]
     assert sized["boot_ok"] and sized["first_request_error"] == "Unsupported CPU attention configuration: head_dim=16"
     assert plan_notes(sized) == ["- **tiny boots but dies at its first request**: Unsupported CPU attention "
                                  "configuration: head_dim=16 (seat_rebalance_runtime_probe catches it in the window)"]
