@@ -222,7 +222,7 @@ kv_cache_pool:
   type: str
 cause:
   description:
-    - Of O(errors), the one that says why the boot failed - the first exception with a message of its
+    - Of RV(errors), the one that says why the boot failed - the first exception with a message of its
       own that is not the engine reporting another process's death; else the first error; null without errors.
   returned: always
   type: str

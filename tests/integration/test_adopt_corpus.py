@@ -13,7 +13,6 @@ import datetime
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 

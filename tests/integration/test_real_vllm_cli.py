@@ -75,7 +75,7 @@ def _systemd_argv(seat, tmp_path):
     # seat.env as systemd's EnvironmentFile reads it: NAME=value lines, values shell-quoted
     for line in (project / systemd.ENV_FILE).read_text().splitlines():
         if line and not line.startswith("#"):
-            name, _, value = line.partition("=")
+            name, _equals, value = line.partition("=")
             env[name] = shlex.split(value)[0] if value else ""
     ran = subprocess.run(["sh", str(project / systemd.SERVE_FILE)], env=env, capture_output=True,
                          text=True, check=False)

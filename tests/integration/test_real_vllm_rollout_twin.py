@@ -1,13 +1,15 @@
 """A window whose seat runs the real vLLM 0.32 (its CPU build) on the twin: planned, dry-run,
 applied and gated by the collection as an operator runs it, with the engine itself printing the
-KV line the plan predicted, serving the models and a completion, and a second run changing
-nothing. The GPU stays simulated: the engine's resident memory is what the card holds
+KV line the plan predicted, serving the models, answering the long-request probe at 0.98 x
+max_model_len, and a completion and a stream through the real LiteLLM in front of it; a second
+run changes nothing. The GPU stays simulated: the engine's resident memory is what the card holds
 (tests/twin/seat/real-vllm), so the card gates judge what the seat really takes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import urllib.request
 
@@ -15,10 +17,11 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT
+from support.litellm import stop
 from support.real_vllm import tiny_model
 from support.rollout import assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
 
-pytestmark = [pytest.mark.realengine, pytest.mark.slow]
+pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
 
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-realengine"
 MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
@@ -46,6 +49,19 @@ def _address(twin_inventory):
     return hosts["twin1"]["ansible_host"]
 
 
+def _gateway(twin_inventory, tmp_path):
+    """A real LiteLLM routing ``tiny`` to the seat, as the fleet's gateway would."""
+    from support.litellm import LiteLLMProxy, litellm_bin  # the litellm venv is only built for this
+    key = "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": "tiny", "litellm_params": {
+            "model": "hosted_vllm/tiny", "api_base": "http://%s:8301/v1" % _address(twin_inventory)}}],
+        "litellm_settings": {"num_retries": 0, "request_timeout": 120},
+        "general_settings": {"master_key": key}}))
+    return LiteLLMProxy(litellm_bin(), config, key)
+
+
 def _gates(report):
     return {(gate["seat"], gate["gate"]): gate for gate in report["hosts"]["twin1"]["gates"]}
 
@@ -55,14 +71,27 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
     with twin_pair(FLEET / "spec.json", fleet_dir=hosts.parent) as twin_inventory:
         dry = rebalance(hosts, twin_inventory, tmp_path / "dry", "--check", "--diff")
         assert "CPU KV cache size" not in dry.stdout  # nothing booted in a dry run
-        applied = rebalance(hosts, twin_inventory, tmp_path / "applied")
+        gateway = _gateway(twin_inventory, tmp_path)
+        try:
+            applied = rebalance(hosts, twin_inventory, tmp_path / "applied", "-e", json.dumps({
+                "seat_rebalance_runtime_probe": True, "seat_rebalance_runtime_probe_fraction": 0.98,
+                "seat_rebalance_gateway_url": gateway.url, "seat_rebalance_gateway_api_key": gateway.master_key,
+                "seat_rebalance_gateway_routes": [{"model": "tiny", "checks": ["chat", "stream"]}]}))
+        finally:
+            stop(gateway.proc)
+        assert gateway.master_key not in applied.stdout + applied.stderr
         report = report_of(tmp_path / "applied")
         section = report["hosts"]["twin1"]
         assert section["status"] == "applied", json.dumps(section.get("error"))
         gates = _gates(report)
         planned = section["plan"]["seats"][0]
-        for gate in ("kv_cache_tokens", "max_concurrency", "kv_reserved", "vllm_version", "health", "served_models"):
+        for gate in ("kv_cache_tokens", "max_concurrency", "kv_reserved", "vllm_version", "health", "served_models",
+                     "runtime_probe"):
             assert gates[("tiny", gate)]["ok"], gates[("tiny", gate)]
+        assert gates[("tiny", "runtime_probe")]["detail"].startswith("a 2,007-token request (max_model_len 2,048) "
+                                                                      "answered 200")
+        for check in ("gateway_chat", "gateway_stream"):
+            assert gates[("route tiny", check)]["ok"], gates[("route tiny", check)]
         assert gates[("tiny", "kv_cache_tokens")]["measured"] == planned["kv_cache_tokens"] == 131072
         assert gates[("tiny", "kv_cache_tokens")]["detail"].startswith("the log's CPU KV cache size is 131,072 tokens")
         # the card holds what the engine's processes hold, and the plan's footprint covers it

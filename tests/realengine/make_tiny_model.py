@@ -19,10 +19,13 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFa
 
 CHAT_TEMPLATE = ("{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
                  "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+# "hello" is one token, as in the models the collection serves: the window's long-request probe
+# fills its prompt with it, one token a word.
 TEXT = ["Seats share the cards of a host; the gateway routes each request to a seat.",
         "The quick brown fox jumps over the lazy dog.",
         "A window stops the seats that move, starts them where the plan puts them, and gates them.",
-        "Every seat holds its weights, its activations and a KV cache sized for its context."] * 40
+        "Every seat holds its weights, its activations and a KV cache sized for its context.",
+        "hello hello hello hello hello hello hello hello", "user: hello\nassistant: hello"] * 40
 DEFAULTS = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
             "max_position_embeddings": 4096, "bos_token_id": 1, "eos_token_id": 2,
