@@ -21,12 +21,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm impor
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from conftest import REPO_ROOT
 from support.need import need_root_and
-from support.real_vllm import ENGINE_ENV, real_vllm_python, tiny_model
+from support.real_vllm import ENGINE_ENV, GQA_MODEL, real_vllm_python, tiny_model
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
 PARSER = REPO_ROOT / "tests" / "realengine" / "parse_serve_args.py"
-MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
 IMAGE = "llmfleet/vllm-cpu:0.32.0"
 
 
@@ -95,7 +94,7 @@ def _parse(command_lines):
 
 def test_every_rendered_flag_is_taken_by_the_real_vllm_serve_for_both_runtimes(tmp_path):
     need_root_and("docker")
-    model = tiny_model(MODEL)
+    model = tiny_model(GQA_MODEL)
     seat = _seat(model)
     compose_argv, systemd_argv = _compose_argv(seat, tmp_path), _systemd_argv(seat, tmp_path)
     assert compose_argv == systemd_argv, "both runtimes hand the engine the same command line"

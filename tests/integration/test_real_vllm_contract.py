@@ -18,11 +18,10 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
 from support.fake_vllm import GPU0, VLLM, GpuDriver, Seat
 from support.litellm import free_port
-from support.real_vllm import serve, stop_engine, tiny_model
+from support.real_vllm import GQA_MODEL, serve, stop_engine, tiny_model
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
-MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
 KEY = "sk-contract"
 ARGS = ["--served-model-name", "chat", "--max-model-len", "2048", "--kv-cache-memory-bytes", "64M",
         "--gpu-memory-utilization", "0.1", "--api-key", KEY]
@@ -108,7 +107,7 @@ def _observe(url, log):
 
 @pytest.fixture
 def real(tmp_path):
-    boot = serve(tiny_model(MODEL), ARGS, until="ready", log_dir=tmp_path)
+    boot = serve(tiny_model(GQA_MODEL), ARGS, until="ready", log_dir=tmp_path)
     yield boot
     stop_engine(boot)
 
@@ -118,7 +117,7 @@ def stand_in(tmp_path, real):
     driver = GpuDriver(tmp_path)
     port = free_port()
     env = dict(os.environ, FAKEGPU_SOCKET=driver.socket, NVIDIA_VISIBLE_DEVICES=GPU0, FAKE_VLLM_VERSION="0.32.0")
-    seat = Seat(VLLM, ["serve", str(tiny_model(MODEL)), "--port", str(port)] + ARGS, env,
+    seat = Seat(VLLM, ["serve", str(tiny_model(GQA_MODEL)), "--port", str(port)] + ARGS, env,
                 tmp_path / "stand-in.log")
     try:
         seat.wait_health(timeout=60)

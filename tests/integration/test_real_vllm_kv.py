@@ -18,11 +18,10 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import kv_budget
-from support.real_vllm import serve, stop_engine, tiny_model
+from support.real_vllm import GQA_MODEL as GQA, HEAD16_MODEL, serve, stop_engine, tiny_model
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
-GQA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
 MHA_FP32 = {"model_type": "llama", "num_attention_heads": 2, "num_key_value_heads": 2,
             "dtype": "float32"}
 SLIDING = {"model_type": "mistral", "hidden_size": 256, "num_attention_heads": 4,
@@ -80,8 +79,7 @@ def test_the_real_engine_prints_the_predicted_kv(case_id, spec, max_model_len, b
 def test_an_engine_that_dies_at_its_first_request_is_read_as_dead(tmp_path):
     """Heads of 16 boot (KV planning takes them) and kill the engine at the first request: the
     collection predicts both, and its log reader sees the boot ready, then the engine dead."""
-    spec = dict(GQA, head_dim=16)
-    model = tiny_model(spec)
+    model = tiny_model(HEAD16_MODEL)
     predicted = kv_budget(json.loads((model / "config.json").read_text()), 2048, 16 << 20, gpu="cpu",
                           vllm_version="0.32.0", enforce_eager=True)
     assert predicted["boot_ok"] and predicted["first_request_error"]

@@ -2,7 +2,9 @@
 applied and gated by the collection as an operator runs it, with the engine itself printing the
 KV line the plan predicted, serving the models, answering the long-request probe at 0.98 x
 max_model_len, and a completion and a stream through the real LiteLLM in front of it; a second
-run changes nothing. The GPU stays simulated: the engine's resident memory is what the card holds
+run changes nothing. Then two real failures, each gated and rolled back to the seat and files as
+they were: a KV budget the engine cannot get, and an engine that dies at its first request. The
+GPU stays simulated: the engine's resident memory is what the card holds
 (tests/twin/seat/real-vllm), so the card gates judge what the seat really takes.
 """
 
@@ -10,38 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.request
 
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
 from support.litellm import stop
-from support.real_vllm import tiny_model
+from support.real_vllm import REAL_ENGINE_FLEET, real_engine_fleet
 from support.rollout import assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
 
 pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
-
-FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-realengine"
-MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
-GPU = "GPU-7a1c0004-0000-4000-8000-000000000001"
-SEAT = {"name": "tiny", "engine": "vllm", "vllm_platform": "cpu", "model": "/srv/models/tiny",
-        "model_config": "models/tiny/config.json", "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB",
-        "image": "llmfleet/vllm-cpu:v0.32.0", "port": 8301, "volumes": ["/srv/models:/srv/models:ro"],
-        "extra_args": ["--enforce-eager"], "overhead_bytes": "3GiB", "gpu": 0}
-
-
-def _fleet(root, **seat):
-    if not root.exists():
-        shutil.copytree(FLEET, root)
-        shutil.copytree(tiny_model(MODEL), root / "models" / "tiny")
-        (root / "host_vars").mkdir()
-    (root / "host_vars" / "twin1.yml").write_text(yaml.safe_dump({
-        "llmfleet_gpus": [{"index": 0, "uuid": GPU, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}],
-        "llmfleet_seats": [dict(SEAT, **seat)]}, sort_keys=False))
-    return root / "hosts.yml"
-
 
 def _address(twin_inventory):
     hosts = {name: host for group in yaml.safe_load(open(twin_inventory).read())["all"]["children"].values()
@@ -67,8 +47,8 @@ def _gates(report):
 
 
 def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp_path):
-    hosts = _fleet(tmp_path / "fleet")
-    with twin_pair(FLEET / "spec.json", fleet_dir=hosts.parent) as twin_inventory:
+    hosts = real_engine_fleet(tmp_path / "fleet")
+    with twin_pair(REAL_ENGINE_FLEET / "spec.json", fleet_dir=hosts.parent) as twin_inventory:
         dry = rebalance(hosts, twin_inventory, tmp_path / "dry", "--check", "--diff")
         assert "CPU KV cache size" not in dry.stdout  # nothing booted in a dry run
         gateway = _gateway(twin_inventory, tmp_path)
@@ -117,7 +97,7 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         # and the rollback puts the running seat and its files back.
         wait_healthy("twin1")
         before = state("twin1")
-        _fleet(hosts.parent, kv_cache_memory_bytes="60GiB", overhead_bytes="2GiB")
+        real_engine_fleet(hosts.parent, kv_cache_memory_bytes="60GiB", overhead_bytes="2GiB")
         failed = rebalance(hosts, twin_inventory, tmp_path / "too-much", check=False)
         assert failed.returncode != 0
         section = report_of(tmp_path / "too-much")["hosts"]["twin1"]
@@ -126,5 +106,22 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         # the window's one-line reason names the engine's own refusal
         assert "the engine stopped at: ValueError: Available memory on node" in section["error"], section["error"]
         assert "Decrease --kv-cache-memory-bytes" in section["error"]
+        wait_healthy("twin1")
+        assert_rolled_back(before)
+
+        # A model whose heads the CPU kernel does not compute: it boots and its engine dies at the
+        # first request. The plan says so; the window's long-request probe finds it and rolls back.
+        before = state("twin1")
+        real_engine_fleet(hosts.parent, model="/srv/models/tiny-head16", model_config="models/tiny-head16/config.json",
+                          kv_cache_memory_bytes="16MiB")
+        dies = rebalance(hosts, twin_inventory, tmp_path / "dies", "-e", "seat_rebalance_runtime_probe=true",
+                         check=False)
+        assert dies.returncode != 0
+        report = report_of(tmp_path / "dies")
+        section = report["hosts"]["twin1"]
+        assert "tiny boots but dies at its first request" in (tmp_path / "dies" / "twin1-plan.md").read_text()
+        assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
+        probe = _gates(report)[("tiny", "runtime_probe")]
+        assert not probe["ok"] and "Unsupported CPU attention configuration: head_dim=16" in probe["detail"], probe
         wait_healthy("twin1")
         assert_rolled_back(before)

@@ -23,12 +23,27 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO_ROOT
 from support.litellm import free_port
 from support.process import bootstrapped
 
 MAKER = REPO_ROOT / "tests" / "realengine" / "make_tiny_model.py"
+# The twin fleet whose seat runs the real engine (one host, one simulated H100)
+REAL_ENGINE_FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-realengine"
+REAL_ENGINE_GPU = "GPU-7a1c0004-0000-4000-8000-000000000001"
+# The realengine tests' GQA model: 2 layers, 1 KV head of 64, bf16 (512 bytes a token)
+GQA_MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
+# The same with heads of 16: it boots, and the CPU attention kernel kills the engine at its first request
+HEAD16_MODEL = dict(GQA_MODEL, head_dim=16)
+# Its seat on the real engine's image: the CPU build's arithmetic, its own startup flag, and an
+# overhead that covers what the engine's three processes hold (about 1.7 GiB)
+REAL_ENGINE_SEAT = {
+    "name": "tiny", "engine": "vllm", "vllm_platform": "cpu", "model": "/srv/models/tiny",
+    "model_config": "models/tiny/config.json", "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB",
+    "image": "llmfleet/vllm-cpu:v0.32.0", "port": 8301, "volumes": ["/srv/models:/srv/models:ro"],
+    "extra_args": ["--enforce-eager"], "overhead_bytes": "3GiB", "gpu": 0}
 MODELS = REPO_ROOT / ".build" / "real-vllm" / "models"
 BOOT_TIMEOUT_S = 600
 # Offline, quiet, and on vLLM's CPU platform.
@@ -64,6 +79,21 @@ def tiny_model(spec: dict) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def real_engine_fleet(root: Path, **seat) -> Path:
+    """The real-engine fleet at ``root`` (copied with the tiny model the first time), its seat with
+    ``seat``'s fields changed; returns its hosts.yml."""
+    if not root.exists():
+        shutil.copytree(REAL_ENGINE_FLEET, root)
+        shutil.copytree(tiny_model(GQA_MODEL), root / "models" / "tiny")
+        shutil.copytree(tiny_model(HEAD16_MODEL), root / "models" / "tiny-head16")
+        (root / "host_vars").mkdir()
+    (root / "host_vars" / "twin1.yml").write_text(yaml.safe_dump({
+        "llmfleet_gpus": [{"index": 0, "uuid": REAL_ENGINE_GPU, "name": "NVIDIA H100 80GB HBM3",
+                           "memory_total_mib": 81559}],
+        "llmfleet_seats": [dict(REAL_ENGINE_SEAT, **seat)]}, sort_keys=False))
+    return root / "hosts.yml"
 
 
 class Boot:

@@ -649,6 +649,15 @@ def runtime_probe_gate(seat, prompt_tokens, status, detail, free_before=None):
                    if free_before else "", ": " + detail if detail else ""))
 
 
+def _engine_stopped_at(host, seat):
+    """Why the engine went down, in its own words, from its log as it is now; "" when it says none."""
+    try:
+        cause = parse_boot_log(host.log(seat))["cause"]
+    except (DockerError, SystemdError, VllmLogError):
+        return ""
+    return "; the engine stopped at: %s" % cause if cause else ""
+
+
 def after_boot_gates(seat, host, healthy):
     """The served models, the boot log, and with ``host.runtime_probe`` one request near
     max_model_len (boot is not runtime: what boot never exercises). ``host`` gives the seat's
@@ -677,6 +686,8 @@ def after_boot_gates(seat, host, healthy):
             detail = "" if status == 200 else str(reply)[:300]
         except Unreachable as exc:
             status, detail = None, exc.detail
+        if status != 200:
+            detail += _engine_stopped_at(host, seat)
         gates.append(runtime_probe_gate(seat, tokens, status, detail, free_before))
         gates.append(host.container_gate(seat))
     return gates
