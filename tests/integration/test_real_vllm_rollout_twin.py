@@ -23,6 +23,7 @@ from support.rollout import assert_rolled_back, gates_failed, rebalance, report_
 
 pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
 
+
 def _address(twin_inventory):
     hosts = {name: host for group in yaml.safe_load(open(twin_inventory).read())["all"]["children"].values()
              for name, host in (group.get("hosts") or {}).items()}
@@ -68,8 +69,8 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         for gate in ("kv_cache_tokens", "max_concurrency", "kv_reserved", "vllm_version", "health", "served_models",
                      "runtime_probe"):
             assert gates[("tiny", gate)]["ok"], gates[("tiny", gate)]
-        assert gates[("tiny", "runtime_probe")]["detail"].startswith("a 2,007-token request (max_model_len 2,048) "
-                                                                      "answered 200")
+        probe_detail = gates[("tiny", "runtime_probe")]["detail"]
+        assert probe_detail.startswith("a 2,007-token request (max_model_len 2,048) answered 200"), probe_detail
         for check in ("gateway_chat", "gateway_stream"):
             assert gates[("route tiny", check)]["ok"], gates[("route tiny", check)]
         assert gates[("tiny", "kv_cache_tokens")]["measured"] == planned["kv_cache_tokens"] == 131072
