@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -21,6 +22,8 @@ import subprocess
 import time
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+# docker's State.StartedAt (RFC 3339 in UTC): a container's last start, sortable as text
+STARTED_AT_RE = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 
 
 def _text(data):

@@ -15,7 +15,7 @@ import json
 import math
 import re
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
@@ -189,8 +189,6 @@ _RUNNING_FLAGS = {"--max-model-len": "max_model_len", "--gpu-memory-utilization"
 # The most of a boot log read for its KV lines: a boot prints them in its first few hundred kB.
 RUNNING_LOG_BYTES = 2 << 20
 _LONGEST_NUMBER = 32
-# docker's State.StartedAt: the start of the boot whose log is read
-_STARTED_AT = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 
 
 def _plausible(field, value):
@@ -279,7 +277,7 @@ def container_running(docker, attrs):
     started = (attrs.get("State") or {}).get("StartedAt")
     try:
         log = docker.log_head(attrs["Id"], RUNNING_LOG_BYTES,
-                              since=started if isinstance(started, str) and _STARTED_AT.match(started) else None)
+                              since=started if isinstance(started, str) and STARTED_AT_RE.match(started) else None)
     except DockerError:
         log = None
     return running_numbers(argv, log) or None

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, MANAGED_LABEL
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
 
 COMPOSE_PROJECT = "com.docker.compose.project"
 COMPOSE_SERVICE = "com.docker.compose.service"
@@ -29,9 +28,6 @@ COMPOSE_CONFIG_FILES = "com.docker.compose.project.config_files"
 COMPOSE_ENV_FILES = "com.docker.compose.project.environment_file"
 # What a label, name or path may be to be shown in a message or used as an argument.
 _LONGEST_TEXT = 4096
-
-
-_STARTED_AT_RE = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z\Z")
 
 
 def _text(value):
@@ -81,7 +77,7 @@ def container_record(attrs):
         "ports": _ports(attrs),
         "restart": _text((host_config.get("RestartPolicy") or {}).get("Name")) or "no",
         # docker's RFC 3339 time of its last start: the order a host's containers came up in
-        "started_at": _text(state.get("StartedAt")) if _STARTED_AT_RE.match(_text(state.get("StartedAt")) or "") else None,
+        "started_at": _text(state.get("StartedAt")) if STARTED_AT_RE.match(_text(state.get("StartedAt")) or "") else None,
         "auto_remove": bool(host_config.get("AutoRemove")),
     }
 
