@@ -40,8 +40,9 @@ options:
     description:
       - V(planned) reads the host and refuses the conflicts no seat takes over (read-only).
       - V(stopped) stops (and removes or renames) the containers in O(take_over).
-      - V(restored) brings them back as they ran before the window, one at a time, each running
-        (and healthy when it had a healthcheck) before the next.
+      - V(restored) brings them back as they ran before the window, one at a time in the order they last
+        started, each running (healthy when it had a healthcheck, serving when it runs an engine's server)
+        before the next.
       - V(released), after a window that passed, removes a taken-over compose container (its files
         stay) and keeps any other stopped, with restart policy C(no).
     type: str
@@ -93,7 +94,8 @@ containers:
 take_over:
   description:
     - With O(state=planned), each container to stop first, with the seats it blocks (C(seats)), what it holds
-      (C(holds)), whether it ran (C(was_running)) and how it steps aside (C(step_aside) - C(stop), C(remove) or C(rename)).
+      (C(holds)), whether it ran (C(was_running)), how it steps aside (C(step_aside) - C(stop), C(remove) or C(rename))
+      and the engine whose server it runs (C(engine), null for any other).
   returned: always
   type: list
   elements: dict
@@ -144,7 +146,7 @@ def main():
                 result["problems"] = problems
                 module.fail_json(msg="%d problem(s) with what runs outside the collection in the seats' places:\n- %s"
                                  % (len(problems), "\n- ".join(problems)), **result)
-            result["take_over"] = entries
+            result["take_over"] = takeover.engines_served(entries, docker)
         elif params["state"] == "stopped":
             result["changed"], result["actions"], problems = takeover.step_aside(params["take_over"], docker, check)
             if problems:

@@ -13,6 +13,7 @@ first windows.
   over, and a second run changes nothing and moves nothing.
 - The plan's "now" columns of a hand-started seat show what its container runs (its context and
   the KV bytes, tokens and concurrency its boot log printed), and never its token.
+- A second operator's host, on L40S cards (adopt writes the l40s profile), goes through the same way.
 """
 
 from __future__ import annotations
@@ -72,6 +73,16 @@ START = [{"hosts": "twin1", "gather_facts": False, "tasks": [
 ]}]
 
 
+# twin1 on H100 cards, as the fleet has them; twin2 (the second operator's) on L40S cards
+SPEC = {"description": "The hand-over: twin1 on two H100, twin2 on two L40S.",
+        "hosts": [{"name": "twin1", "gpus": [{"count": 2, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
+                                              "uuids": [GPU1, GPU2]}]},
+                  {"name": "twin2", "gpus": [{"count": 2, "name": "NVIDIA L40S", "memory_total_mib": 46068,
+                                              "uuids": ["GPU-7a1c0002-0000-4000-8000-000000000001",
+                                                        "GPU-7a1c0002-0000-4000-8000-000000000002"]}]}],
+        "images": {"vllm/vllm-openai:v0.33.0": "vllm", "llmfleet/asr-seat:twin": "asr"}}
+
+
 def _booted(host, container):
     """What a container's boot log says it runs: context, KV bytes, tokens and concurrency."""
     log = fleet.find_host(host).docker(["logs", container]).stdout
@@ -111,7 +122,9 @@ def _managed():
 @pytest.fixture(scope="module")
 def handover(tmp_path_factory):
     root = tmp_path_factory.mktemp("handover")
-    with twin_pair() as twin_inventory:
+    spec = root / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    with twin_pair(spec) as twin_inventory:
         start = root / "start.yml"
         start.write_text(yaml.safe_dump(START, sort_keys=False))
         started = run_ansible(["ansible-playbook", "-i", str(FLEET / "hosts.yml"), "-i", twin_inventory,
@@ -292,6 +305,9 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     (root / "hosts.yml").write_text(yaml.safe_dump({"gpu_hosts": {"hosts": {"twin2": None}}}))
     shutil.copytree(FLEET / "group_vars", root / "group_vars")
     b = {"root": root, "twin": handover["twin"], "inventory": root, "host_vars": root / "host_vars" / "twin2.yml"}
+    adopted_vars = yaml.load(b["host_vars"].read_text(), Loader=_Loader)
+    assert adopted_vars["llmfleet_gpu_profile"] == "l40s", "adopt names the profile of the L40S cards"
+    assert {gpu["name"] for gpu in adopted_vars["llmfleet_gpus"]} == {"NVIDIA L40S"}
     docker = fleet.find_host("twin2").docker
 
     def containers():

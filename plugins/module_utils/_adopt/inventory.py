@@ -32,8 +32,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SECRET_NAME_RE,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields, server_args
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE, server_args
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import GPU_PROFILES
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version

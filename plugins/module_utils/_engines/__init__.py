@@ -23,3 +23,11 @@ ENGINES = {engine.NAME: engine for engine in (vllm, fixed, radiance)}
 def engine_of(seat):
     """The engine module of a seat (a plan seat or a normalized inventory seat)."""
     return ENGINES[seat["engine"]]
+
+
+def engine_serving(argv):
+    """The name of the engine whose server a process started outside the collection runs (its
+    argv), or None."""
+    if not isinstance(argv, list) or not all(isinstance(arg, str) for arg in argv):
+        return None
+    return next((name for name, engine in ENGINES.items() if engine.serves(argv)), None)

@@ -82,6 +82,16 @@ def check_plan_seat(seat, fail):
         fail("launch.container_port", "a TCP port (1-65535)", port)
 
 
+def serves(argv):
+    """Nothing tells this engine's server apart when something else started it."""
+    return False
+
+
+def boot_state(log):
+    """Never asked: ``serves`` recognises no server started outside the collection."""
+    return "serving", None
+
+
 def environment(seat):
     return []
 

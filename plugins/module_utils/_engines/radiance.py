@@ -295,6 +295,16 @@ def window_problems(seat, sized, running):
 
 
 # -- launch ---------------------------------------------------------------------------------------
+def serves(argv):
+    """Nothing tells this engine's server apart when something else started it."""
+    return False
+
+
+def boot_state(log):
+    """Never asked: ``serves`` recognises no server started outside the collection."""
+    return "serving", None
+
+
 def check_plan_seat(seat, fail):
     for _var, field in ENV_KNOBS:
         value = seat.get(field)

@@ -29,6 +29,10 @@
 - ``before_start_gates(seat, card, free_mib)`` (per GPU), ``host_gates(seat, cards)`` (once,
   on gpu_info's whole reading), ``after_boot_gates(seat, host, healthy)``: its own gates beside
   every seat's (free memory, container running, health).
+- ``serves(argv)``: whether a process started outside the collection runs this engine's server;
+  ``boot_state(log)``: how far that server's boot got by its log since it started,
+  ``("serving" | "booting" | "failed", why or None)`` (a rollback that brings it back waits for
+  it to serve before the next).
 - ``plan_cells(seat)``: its KV budget, KV tokens and concurrency cells in the plan's and the
   sizing's tables; ``plan_notes(seat)``: lines the plan prints about it below them.
 

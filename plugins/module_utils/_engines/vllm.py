@@ -415,6 +415,41 @@ def ran(process):
             "kv_cache_memory_bytes": kv}
 
 
+# How a container runs vLLM's OpenAI server: `vllm serve MODEL ...` (the image's entrypoint) or
+# the module itself.
+_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+
+
+def server_args(args):
+    """The arguments after ``vllm serve`` (or the API server module), or None when ``args`` do
+    not run vLLM's server."""
+    for position, arg in enumerate(args):
+        name = arg.rsplit("/", 1)[-1]
+        if name == "vllm" and position + 1 < len(args) and args[position + 1] == "serve":
+            return list(args[position + 2:])
+        if arg in _SERVER_MODULES:
+            return list(args[position + 1:])
+    return None
+
+
+def serves(argv):
+    """Whether a process started outside the collection (its argv) runs vLLM's server."""
+    return server_args(argv) is not None
+
+
+def boot_state(log):
+    """How far such a server's boot got, by its log since it started: ``("serving", None)``
+    once the API server is up (vLLM starts it after the engine has taken its memory),
+    ``("failed", why)`` when its engine died, else ``("booting", the error that says why, if
+    any)``."""
+    info = parse_boot_log(log)
+    if info["engine_dead"]:
+        return "failed", info["cause"] or "its engine died"
+    if info["startup_complete"]:
+        return "serving", None
+    return "booting", info["cause"]
+
+
 def boot_utilization(footprint_mib, margin_mib, total_mib):
     """``--gpu-memory-utilization``: vLLM's startup check then refuses a GPU without room."""
     return boot_gate_utilization(footprint_mib, margin_mib, total_mib)

@@ -17,13 +17,10 @@ import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag, server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_CACHE_DTYPES
 
-# How a container runs vLLM's OpenAI server: `vllm serve MODEL ...` (the image's entrypoint) or
-# the module itself.
-_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
 _DEFAULT_PORT = 8000
 _INT_FIELDS = {"--max-model-len": "max_model_len", "--tensor-parallel-size": "tensor_parallel_size",
                "-tp": "tensor_parallel_size", "--block-size": "block_size", "--max-num-seqs": "max_num_seqs",
@@ -36,18 +33,6 @@ _UNPLANNED = ("--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", 
 _HUMAN_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
 _DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
 _BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
-
-
-def server_args(args):
-    """The arguments after ``vllm serve`` (or the API server module), or None when ``args`` do
-    not run vLLM's server."""
-    for position, arg in enumerate(args):
-        name = arg.rsplit("/", 1)[-1]
-        if name == "vllm" and position + 1 < len(args) and args[position + 1] == "serve":
-            return list(args[position + 2:])
-        if arg in _SERVER_MODULES:
-            return list(args[position + 1:])
-    return None
 
 
 def _split(args):

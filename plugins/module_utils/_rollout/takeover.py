@@ -25,7 +25,9 @@ import re
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_serving
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
 
 # What compose itself accepts as a project and a service name.
@@ -35,6 +37,9 @@ _RESTART_POLICIES = ("no", "always", "unless-stopped", "on-failure")
 # A kept container whose name is the seat's steps aside under this suffix for the window.
 ASIDE_SUFFIX = "-before-llmfleet"
 STOP_TIMEOUT_S = 60
+# How much of a brought-back server's log its boot state is read from (its boot lines come first).
+BOOT_LOG_BYTES = 2 << 20
+POLL_S = 2
 
 
 class TakeOverError(ValueError):
@@ -201,20 +206,51 @@ def step_aside(entries, docker, check_mode=False):
     return changed, actions, problems
 
 
-def _wait_up(docker, name, had_health, timeout):
-    """None once the container runs (and is healthy, when it was), else why not."""
-    deadline = time.monotonic() + timeout
+def engines_served(entries, docker):
+    """Name on each take-over entry the engine its container's process serves (``engine``, None
+    for any other), from its command line, so that a rollback can wait for that server to boot."""
+    for entry in entries:
+        attrs = docker.inspect_one(entry["id"]) or {}
+        entry["engine"] = engine_serving([attrs.get("Path")] + list(attrs.get("Args") or []))
+    return entries
+
+
+def _boot_state(docker, entry, state):
+    """Where the brought-back server's boot got, by its engine and its log since this start."""
+    started = state.get("StartedAt")
+    try:
+        log = docker.log_head(entry["name"], BOOT_LOG_BYTES,
+                              since=started if isinstance(started, str) and STARTED_AT_RE.match(started) else None)
+    except DockerError as exc:
+        return "booting", str(exc)
+    return ENGINES[entry["engine"]].boot_state(log)
+
+
+def _wait_up(docker, entry, timeout):
+    """None once the container runs, is healthy when it had a healthcheck, and serves when it
+    runs an engine's server (a util-sized vLLM takes its memory only while it boots, so the next
+    container must not start before that); else why not."""
+    deadline, why = time.monotonic() + timeout, None
+    serving = isinstance(entry.get("engine"), str) and entry["engine"] in ENGINES
     while True:
-        attrs = docker.inspect_one(name) or {}
+        attrs = docker.inspect_one(entry["name"]) or {}
         state = attrs.get("State") or {}
         health = (state.get("Health") or {}).get("Status")
-        if state.get("Status") == "running" and (not had_health or health == "healthy"):
+        up = state.get("Status") == "running" and (not entry.get("health") or health == "healthy")
+        if up and serving:
+            booted, why = _boot_state(docker, entry, state)
+            if booted == "failed":
+                return "its server failed to boot: %s" % why
+            up = booted == "serving"
+        if up:
             return None
         if state.get("Status") in ("exited", "dead") or health == "unhealthy":
-            return "it is %s%s" % (state.get("Status"), " (%s)" % health if health else "")
+            return "it is %s%s%s" % (state.get("Status"), " (%s)" % health if health else "",
+                                     ": %s" % why if why else "")
         if time.monotonic() >= deadline:
-            return "not %s within %d s" % ("healthy" if had_health else "running", timeout)
-        time.sleep(2)
+            awaited = "serving" if serving else "healthy" if entry.get("health") else "running"
+            return "not %s within %d s" % (awaited, timeout)
+        time.sleep(POLL_S)
 
 
 def bring_back(entries, docker, wait_timeout, check_mode=False):
@@ -259,7 +295,7 @@ def bring_back(entries, docker, wait_timeout, check_mode=False):
             actions.append("brought back: %s %s" % (entry["name"], done))
         else:
             if entry["was_running"] and not check_mode:
-                why = _wait_up(docker, entry["name"], bool(entry.get("health")), wait_timeout)
+                why = _wait_up(docker, entry, wait_timeout)
                 if why:
                     problems.append("%s: brought back, but %s" % (entry["name"], why))
     return changed, actions, problems

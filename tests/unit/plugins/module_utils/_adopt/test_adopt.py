@@ -25,8 +25,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv 
     adopted_fields,
     human_readable_int,
     model_of,
-    server_args,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import build_plan, inventory_problems
 
 CONFIGS = Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "model_configs"

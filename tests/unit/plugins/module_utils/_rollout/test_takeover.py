@@ -4,14 +4,18 @@ verdict measured against the host as it was before the window."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import endpoint
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import takeover
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.rollback import host_differences
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.takeover import (
     TakeOverError,
     bring_back,
     conflicts,
+    engines_served,
     exposure_changes,
     takeover_lines,
 )
@@ -19,6 +23,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host impo
     container_record, listening_sockets, socket_holders)
 
 FILES = {"/srv/compose/chat/compose.yaml", "/srv/ops/compose.yaml"}
+REAL_LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "vllm_logs" / "real-0.32.0-cpu"
 
 
 def _exists(path):
@@ -71,6 +76,84 @@ def test_the_rollback_brings_containers_back_in_the_order_they_last_started():
     changed, actions, problems = bring_back(entries, docker, wait_timeout=1, check_mode=False)
     assert changed and [call for call in docker.calls if call[0] == "start"] == [
         ["start", "id-zzz-qwen"], ["start", "id-aaa-embedder"]], docker.calls
+
+
+class _BootingDocker:
+    """Stopped containers that, once started, run and print a real vLLM 0.32 boot log a few
+    lines per read, as a server does while it boots; records each call in order."""
+
+    def __init__(self, records, logs, lines_per_read=30):
+        self.records = {record["id"]: record for record in records}
+        self.logs, self.lines_per_read = logs, lines_per_read
+        self.running, self.shown, self.calls = set(), {}, []
+
+    def _record(self, ref):
+        return self.records.get(ref) or next((r for r in self.records.values() if r["name"] == ref), None)
+
+    def inspect_one(self, ref):
+        record = self._record(ref)
+        if record is None:
+            return None
+        log = self.logs[record["name"]]
+        exited = record["name"] in self.running and log and self.shown.get(record["name"], 0) >= len(
+            log.splitlines()) and "Application startup complete." not in log
+        status = "exited" if exited else "running" if record["name"] in self.running else "exited"
+        return {"Id": record["id"], "Name": "/" + record["name"], "Path": "vllm",
+                "Args": ["serve", "/models/qwen"] if record["name"] != "asr" else ["asr-serve"],
+                "State": {"Status": status, "StartedAt": "2026-12-04T09:00:00.000000001Z"},
+                "HostConfig": {"RestartPolicy": {"Name": record["restart"]}}}
+
+    def log_head(self, ref, limit, since=None, timeout=30):
+        name = self._record(ref)["name"]
+        self.calls.append(["logs", name])
+        lines = self.logs[name].splitlines()
+        self.shown[name] = min(len(lines), self.shown.get(name, 0) + self.lines_per_read)
+        return "\n".join(lines[:self.shown[name]])[:limit]
+
+    def run(self, args, timeout=None):
+        self.calls.append(args)
+        if args[0] == "start":
+            self.running.add(self.records[args[1]]["name"])
+        return 0, "", ""
+
+
+def _stopped_server(name, at):
+    return dict(_container(name, state="running", health=None), started_at=at, was_running=True, step_aside="stop")
+
+
+def test_a_brought_back_vllm_serves_before_the_next_container_starts(monkeypatch):
+    """Without a healthcheck, running is not enough: a util-sized vLLM takes its memory while it
+    boots, so the next container starts only once its log says the API server is up."""
+    monkeypatch.setattr(takeover, "POLL_S", 0)
+    entries = [_stopped_server("qwen", "2026-12-04T04:00:58.1Z"), _stopped_server("asr", "2026-12-04T04:01:09.5Z")]
+    docker = _BootingDocker(entries, {"qwen": (REAL_LOGS / "ready-served.log").read_text(), "asr": ""})
+    engines_served(entries, docker)
+    assert [entry["engine"] for entry in entries] == ["vllm", None]
+    changed, _actions, problems = bring_back(entries, docker, wait_timeout=60, check_mode=False)
+    assert changed and problems == []
+    asr_started = docker.calls.index(["start", "id-asr"])
+    qwen_reads = [position for position, call in enumerate(docker.calls) if call == ["logs", "qwen"]]
+    assert len(qwen_reads) > 1 and max(qwen_reads) < asr_started, docker.calls
+    assert docker.shown["qwen"] >= 99, "read up to the line that says the API server started"
+
+
+def test_a_brought_back_vllm_that_fails_to_boot_says_why_and_the_rest_still_come_back(monkeypatch):
+    monkeypatch.setattr(takeover, "POLL_S", 0)
+    entries = [_stopped_server("qwen", "2026-12-04T04:00:58.1Z"), _stopped_server("asr", "2026-12-04T04:01:09.5Z")]
+    docker = _BootingDocker(entries, {"qwen": (REAL_LOGS / "admission-failed.log").read_text(), "asr": ""})
+    engines_served(entries, docker)
+    _changed, _actions, problems = bring_back(entries, docker, wait_timeout=60, check_mode=False)
+    assert len(problems) == 1 and problems[0].startswith(
+        "qwen: brought back, but its server failed to boot: ValueError: To serve at least one request"), problems
+    assert ["start", "id-asr"] in docker.calls
+
+
+def test_an_engine_name_from_the_journal_that_is_no_engine_is_not_waited_on(monkeypatch):
+    monkeypatch.setattr(takeover, "POLL_S", 0)
+    entry = dict(_stopped_server("qwen", None), engine=["vllm"])
+    docker = _BootingDocker([entry], {"qwen": ""})
+    assert bring_back([entry], docker, wait_timeout=5, check_mode=False)[2] == []
+    assert ["logs", "qwen"] not in docker.calls
 
 
 def test_a_start_time_is_kept_only_in_dockers_own_format():
