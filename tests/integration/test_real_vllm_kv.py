@@ -1,7 +1,9 @@
-"""kv_budget's CPU platform against the real vLLM 0.32 (its CPU build): each configuration is
-booted with ``vllm serve`` and the capacity line it prints, or the refusal it dies with, must be
-the one the collection predicted, to the token and the hundredth. The log is read by the
-collection's own boot-log parser, so that reader is judged by the real log as well.
+"""kv_budget's CPU platform against the real vLLM 0.32 (its CPU build): each configuration boots
+the real engine (all in one process, as ``vllm serve`` boots it but without the API server) and
+the capacity line it prints, or the refusal it stops with, must be the one the collection
+predicted, to the token and the hundredth. The log is read by the collection's own boot-log
+parser, so that reader is judged by the real log as well; the engine that dies at its first
+request runs as ``vllm serve``, since only the API server takes a request.
 
 The models are tiny and made here (tests/realengine/make_tiny_model.py); what differs between
 the cases is what KV planning reads: KV heads, head size, dtype, a sliding window, the block size,
@@ -16,9 +18,9 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log, reserved_matches
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import kv_budget
-from support.real_vllm import GQA_MODEL as GQA, HEAD16_MODEL, serve, stop_engine, tiny_model
+from support.real_vllm import GQA_MODEL as GQA, HEAD16_MODEL, boot_engines, serve, stop_engine, tiny_model
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
@@ -52,23 +54,28 @@ def _flags(max_model_len, budget, options):
     return flags
 
 
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory):
+    """What each case's boot printed: every case booted once, one after another."""
+    return boot_engines([dict(id=case_id, model=str(tiny_model(spec)), max_model_len=max_model_len,
+                              kv_cache_memory_bytes=budget, **options)
+                         for case_id, spec, max_model_len, budget, options in CASES],
+                        tmp_path_factory.mktemp("real-kv"))
+
+
 @pytest.mark.parametrize("case_id,spec,max_model_len,budget,options", CASES, ids=[c[0] for c in CASES])
-def test_the_real_engine_prints_the_predicted_kv(case_id, spec, max_model_len, budget, options, tmp_path):
-    model = tiny_model(spec)
-    config = json.loads((model / "config.json").read_text())
+def test_the_real_engine_prints_the_predicted_kv(case_id, spec, max_model_len, budget, options, booted):
+    config = json.loads((tiny_model(spec) / "config.json").read_text())
     predicted = kv_budget(config, max_model_len, budget, gpu="cpu", vllm_version="0.32.0",
                           enforce_eager=True, **options)
-    boot = serve(model, _flags(max_model_len, budget, options), log_dir=tmp_path)
-    try:
-        log = boot.log
-        live = parse_boot_log(log)
-    finally:
-        stop_engine(boot)
+    log = booted[case_id]
+    live = parse_boot_log(log)
     if predicted["boot_ok"]:
         assert predicted["capacity_line"] in log, (case_id, predicted["capacity_line"], log[-3000:])
         assert (live["kv_cache_tokens"], live["max_concurrency"], live["max_model_len"], live["kv_cache_pool"]) \
             == (predicted["kv_cache_tokens"], predicted["max_concurrency"], max_model_len, "CPU")
-        assert live["kv_cache_memory_bytes"] == budget
+        # the engine's own reserved line (the exact bytes are the API server's "non-default args")
+        assert reserved_matches(budget, live) and live["version"] == "0.32.0"
         assert not live["errors"]
     else:
         assert live["kv_cache_tokens"] is None, (case_id, log[-3000:])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from support.litellm import free_port
 from support.process import bootstrapped
 
 MAKER = REPO_ROOT / "tests" / "realengine" / "make_tiny_model.py"
+BOOT_ENGINES = REPO_ROOT / "tests" / "realengine" / "boot_engines.py"
 # The twin fleet whose seat runs the real engine (one host, one simulated H100)
 REAL_ENGINE_FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-realengine"
 REAL_ENGINE_GPU = "GPU-7a1c0004-0000-4000-8000-000000000001"
@@ -147,3 +149,19 @@ def stop_engine(boot: Boot) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     boot.proc.wait()
+
+
+def boot_engines(cases: list, log_dir: Path) -> dict:
+    """Boot the real engine for each case (``{"id", "model", "max_model_len",
+    "kv_cache_memory_bytes", ...}``: engine arguments) one after another in one process
+    (tests/realengine/boot_engines.py); ``{id: what that boot printed}``."""
+    log_path = log_dir / "boot-engines.log"
+    with open(log_path, "w") as out:
+        proc = subprocess.run([str(real_vllm_python()), str(BOOT_ENGINES), json.dumps(cases)],
+                              stdout=out, stderr=subprocess.STDOUT, timeout=BOOT_TIMEOUT_S, check=False,
+                              env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", **ENGINE_ENV))
+    log = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        pytest.fail("booting the real engine's cases failed (rc %d):\n%s" % (proc.returncode, log[-3000:]))
+    parts = re.split(r"^==== boot (\S+)\n", log, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
