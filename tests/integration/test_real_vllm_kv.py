@@ -85,7 +85,8 @@ def test_the_real_engine_prints_the_predicted_kv(case_id, spec, max_model_len, b
 
 def test_an_engine_that_dies_at_its_first_request_is_read_as_dead(tmp_path):
     """Heads of 16 boot (KV planning takes them) and kill the engine at the first request: the
-    collection predicts both, and its log reader sees the boot ready, then the engine dead."""
+    collection predicts both, its log reader sees the boot ready, then the engine dead, and the
+    API server exits 0 behind it."""
     model = tiny_model(HEAD16_MODEL)
     predicted = kv_budget(json.loads((model / "config.json").read_text()), 2048, 16 << 20, gpu="cpu",
                           vllm_version="0.32.0", enforce_eager=True)
@@ -96,11 +97,14 @@ def test_an_engine_that_dies_at_its_first_request_is_read_as_dead(tmp_path):
         assert ready["ready"] and ready["version"] == "0.32.0" and ready["model"] == str(model), boot.log[-3000:]
         assert ready["kv_cache_tokens"] == predicted["kv_cache_tokens"]
         status = _chat_status(boot.url, str(model))
-        boot.proc.wait(timeout=120)  # the API server goes down with its engine
+        exit_code = boot.proc.wait(timeout=120)  # the API server goes down with its engine
         dead = parse_boot_log(boot.log)
     finally:
         stop_engine(boot)
     assert status >= 500
+    # a clean exit: why a vLLM seat's restart policy must be one that restarts one (the plan
+    # refuses on-failure), or nothing brings the seat back
+    assert exit_code == 0, boot.log[-3000:]
     assert dead["engine_dead"] and not dead["ready"], boot.log[-3000:]
     assert any(predicted["first_request_error"] in error for error in dead["errors"]), dead["errors"]
 
