@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.plan_output import SEAT_PLAN_SPEC, seat_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import SEAT_PLAN_SPEC, seat_plan
 from ansible_collections.llmfleet.seats.plugins.plugin_utils._in_process import InProcessModule
 
 

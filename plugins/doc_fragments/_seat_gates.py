@@ -27,6 +27,14 @@ options:
     description: How far below the plan's predicted spare the measured free memory may be.
     type: int
     default: 512
+  spare_gate:
+    description:
+      - Hold each card's free memory after a boot (and at the plateau) to the plan's spare at
+        plateau less O(tolerance_mib), as well as to O(margin_mib).
+      - V(false) gates the margin alone, for a window whose spare at plateau is what it measures
+        (a ladder's rung).
+    type: bool
+    default: true
   health_timeout:
     description: Seconds to wait for a seat's C(/health) to answer 200.
     type: int

@@ -12,13 +12,14 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import lad
 from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import operator_errors
 
 
-def ladder_rungs(plan, seat, knob, step, high=None, published=None):
-    """``{"values": [...], "results": {}}``: the grid from what the seat runs now to ``high``
-    (else the arithmetic's upper bound)."""
+def ladder_rungs(plan, seat, knob, step=0, high=None, published=None):
+    """``{"values": [...], "step": N}``: the grid from what the seat runs now to ``high`` (else
+    the arithmetic's upper bound), on ``step`` (else, for 0, the knob's own)."""
     ladder.planned_seat(plan, seat, knob)  # a seat without this knob is refused before it is read
-    high, step = ladder.whole_number(high or 0, "ladder_high", 0), ladder.whole_number(step, "ladder_step", 1)
+    high, step = ladder.whole_number(high or 0, "ladder_high", 0), ladder.step_of(knob, step)
     return {"values": ladder.rungs(ladder.current_value(plan, seat, knob),
-                                   high or ladder.upper_bound(plan, seat, knob, published), step)}
+                                   high or ladder.upper_bound(plan, seat, knob, published), step),
+            "step": step}
 
 
 def ladder_next(values, results):

@@ -12,7 +12,8 @@ version_added: 0.1.0
 description:
   - Puts one host's section into O(report_dir)C(/report.json) (a run with another O(run_id)
     starts a new report), then renders C(report.md) for every host in it and the host's plan as
-    C(<host>.svg), a stacked bar per GPU.
+    C(<host>.svg), a stacked bar per GPU, beside what each card held after the window. It writes
+    none of the plan's own files (M(llmfleet.seats.seat_plan)'s C(<host>-plan.*)).
   - The playbooks run it on the controller with C(throttle=1), so hosts that finish together
     never write the report at the same time.
 author:

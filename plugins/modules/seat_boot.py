@@ -19,7 +19,7 @@ description:
     on its GPUs, read just then, must cover its footprint plus O(margin_mib), and pass the
     engine's own startup check. After its boot, the container runs, C(/health) answers 200 and
     the engine's own gates pass. Then its GPUs' free memory must be at least the plan's spare
-    less O(tolerance_mib).
+    less O(tolerance_mib) (the margin alone with O(spare_gate=false)).
   - The first failed gate abandons the boots still under way, starts no further seat and fails
     the task, naming each failed gate with its numbers; RV(gates), RV(boots) and RV(actions)
     come back with the failure, for the report and the rollback.

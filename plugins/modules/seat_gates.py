@@ -24,8 +24,8 @@ description:
     request near C(max_model_len) must succeed (boot is not runtime; a seat can pass every boot
     gate and die on its first long request).
   - O(phase=after_boot_memory) and O(phase=plateau) need O(cards) and O(plan_gpus). Free memory
-    on the GPUs in O(gpus) must be at least the margin and at least the plan's spare at boot (or
-    at plateau) less O(tolerance_mib).
+    on the GPUs in O(gpus) must be at least the margin and, unless O(spare_gate=false), at least
+    the plan's spare at plateau less O(tolerance_mib).
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:

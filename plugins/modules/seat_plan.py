@@ -55,8 +55,10 @@ attributes:
 options:
   output_dir:
     description:
-      - Write C(<host>-plan.json), C(<host>-plan.md) and C(<host>.svg) here (made when
-        missing), each replaced only when it changes.
+      - Write C(<host>-plan.json), C(<host>-plan.md) and C(<host>-plan.svg) here (made when
+        missing), each replaced only when it changes. They are the plan's alone; a rebalance's
+        report (M(llmfleet.seats.rebalance_report)) writes C(report.json), C(report.md) and
+        C(<host>.svg) and none of these, so both may share one directory.
     type: path
   cards:
     description: A M(llmfleet.seats.gpu_info) result read now; its UUIDs must be the inventory's.
@@ -161,7 +163,7 @@ files:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.plan_output import SEAT_PLAN_SPEC, seat_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import SEAT_PLAN_SPEC, seat_plan
 
 
 def main():

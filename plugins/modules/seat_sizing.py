@@ -60,7 +60,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, size_seats
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import sizing_markdown
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import sizing_markdown
 
 
 def main():

@@ -302,7 +302,7 @@ def test_make_sizing_and_make_plan_agree(sized, tmp_path):
     sizing printed, seat by seat."""
     proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1", "playbooks/plan.yml",
                         "-e", "ansible_connection=local", "-e", "ansible_host=127.0.0.1",
-                        "-e", "seat_plan_cards_source=inventory", "-e", "seat_plan_output_dir=%s" % tmp_path])
+                        "-e", "seat_plan_cards_source=inventory", "-e", "seat_plan_report_dir=%s" % tmp_path])
     assert proc.returncode == 0, proc.stdout[-3000:]
     plan = json.loads((tmp_path / "fv-ml1-plan.json").read_text())
     for seat in plan["seats"]:

@@ -167,12 +167,13 @@ def test_check_mode_writes_no_plan_file(runs):
 def test_the_plan_files_are_written_once_with_their_diff(runs):
     out, _stdout, results = runs
     written, again = results["written"], results["again"]
-    names = ["twin1-plan.json", "twin1-plan.md", "twin1.svg"]
+    names = ["twin1-plan.json", "twin1-plan.md", "twin1-plan.svg"]
     assert written["changed"] and written["files"] == [str(out / "plans" / name) for name in names]
     assert [d["after_header"] for d in written["diff"]] == written["files"]
     assert all(d["before"] == "" for d in written["diff"])
     assert json.loads((out / "plans" / "twin1-plan.json").read_text()) == written["plan"]
     assert (out / "plans" / "twin1-plan.md").read_text() == written["markdown"]
+    assert (out / "plans" / "twin1-plan.svg").read_text() == written["svg"]
     assert {stat.S_IMODE((out / "plans" / name).stat().st_mode) for name in names} == {0o644}
     assert stat.S_IMODE((out / "plans").stat().st_mode) == 0o755
     assert not again["changed"] and "diff" not in again

@@ -81,7 +81,7 @@ def test_the_installed_plan_playbook_plans_what_the_checkout_plans(installed, tm
                                 ("checkout", "playbooks/plan.yml", None)):
         out = tmp_path / name
         proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1/hosts.yml", playbook, *LOCAL,
-                            "-e", "seat_plan_output_dir=%s" % out], extra_env=env)
+                            "-e", "seat_plan_report_dir=%s" % out], extra_env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert "WARNING" not in proc.stdout + proc.stderr, name + ": " + proc.stderr[-2000:]
         plans[name] = {path.name: path.read_bytes() for path in sorted(out.iterdir())}
@@ -120,7 +120,7 @@ def test_the_skeleton_plans_from_the_installed_copy_one_line_per_line(installed,
     skeleton = installed["collection"] / "docs" / "inventory-skeleton"
     out = tmp_path / "plan"
     proc = run_ansible(["ansible-playbook", "-i", str(skeleton / "hosts.yml"), "llmfleet.seats.plan", *LOCAL,
-                        "-e", "seat_plan_output_dir=%s" % out], extra_env=installed["env"])
+                        "-e", "seat_plan_report_dir=%s" % out], extra_env=installed["env"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "WARNING" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
     plan = json.loads((out / "gpu-a-plan.json").read_text())

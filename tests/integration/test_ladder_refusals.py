@@ -51,7 +51,7 @@ def test_a_dry_run_is_refused(tmp_path):
     (["-e", "seat=alpha", "-e", "ladder_high=1e6", "-e", "ladder_step=4k", "-e", "llmfleet_report_dir=/nonexistent/r"],
      ["2 problem(s) with the ladder",
       "ladder_high: expected a whole number in the knob's unit (0: the arithmetic's upper end), got '1e6'",
-      "ladder_step: expected a positive whole number in the knob's unit, got '4k'"]),
+      "ladder_step: expected a whole number in the knob's unit (0: the knob's own step), got '4k'"]),
     (["-e", "seat=alpha", "-e", "ladder_high=%d" % 10 ** 15, "-e", "ladder_step=1",
       "-e", "ladder_knob=kv_cache_memory_bytes", "-e", "llmfleet_report_dir=/nonexistent/r"],
      ["ladder_step: expected a step that makes at most 10000 rungs up to ladder_high 1000000000000000, got 1"]),

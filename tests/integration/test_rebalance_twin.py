@@ -8,6 +8,7 @@ test_rebalance_twin_gates.py, on a twin of their own."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -58,6 +59,10 @@ def test_first_run_deploys_every_seat_and_passes_every_gate(twin_inventory, tmp_
     measured = [gpu["holders_mib"]["beta"] for gpu in report["hosts"]["twin1"]["after"] if "beta" in gpu["holders_mib"]]
     assert measured and all("<title>beta: {:,} MiB</title>".format(mib) in svg for mib in measured), \
         "the bar measured after the window shows what beta held"
+    # one writer per file: the plan's own files sit beside the report's, each as its writer left it
+    planned = (tmp_path / "twin1-plan.svg").read_text()
+    assert planned.startswith("<svg") and "measured" not in planned, "seat_plan's SVG, not the report's"
+    assert json.loads((tmp_path / "twin1-plan.json").read_text()) == report["hosts"]["twin1"]["plan"]
 
 
 def test_a_dry_run_shows_the_diff_and_touches_nothing(twin_inventory, tmp_path):

@@ -5,6 +5,7 @@ execution environment declares every third-party import."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def test_role_defaults_are_the_collections():
     rebalance = yaml.safe_load((ROOT / "roles" / "seat_rebalance" / "defaults" / "main.yml").read_text())
     assert rebalance["seat_rebalance_margin_mib"] == defaults.MARGIN_MIB
     assert rebalance["seat_rebalance_tolerance_mib"] == defaults.TOLERANCE_MIB
+    assert rebalance["seat_rebalance_spare_gate"] is defaults.SPARE_GATE
     assert rebalance["seat_rebalance_health_timeout"] == defaults.HEALTH_TIMEOUT_S
     assert rebalance["seat_rebalance_health_interval"] == defaults.HEALTH_INTERVAL_S
     plan = (ROOT / "roles" / "seat_plan" / "defaults" / "main.yml").read_text()
@@ -32,8 +34,26 @@ def test_role_defaults_are_the_collections():
     assert yaml.safe_load(plan)["seat_plan_boot_margin_mib"] == defaults.MARGIN_MIB
 
 
+def test_the_ladders_step_lives_in_the_defaults_not_in_the_yaml():
+    ladder = yaml.safe_load((ROOT / "roles" / "seat_ladder" / "defaults" / "main.yml").read_text())
+    assert ladder["seat_ladder_step"] == 0, "0: the knob's own step, defaults.LADDER_STEPS"
+    steps = re.compile(r"\b(%s)\b" % "|".join(str(step) for step in set(defaults.LADDER_STEPS.values())))
+    for path in [ROOT / "playbooks" / "ladder.yml", *(ROOT / "roles" / "seat_ladder").rglob("*.yml")]:
+        code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+        assert not steps.findall(code), "%s repeats a step of defaults.LADDER_STEPS" % path.relative_to(ROOT)
+
+
+def test_every_role_takes_the_report_directory_one_way():
+    for role in ("seat_plan", "seat_rebalance", "seat_ladder"):
+        values = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+        assert values["%s_report_dir" % role] == "{{ llmfleet_report_dir | default('') }}", role
+    for path in (ROOT / "playbooks").glob("*.yml"):
+        assert "_report_dir: \"{{ llmfleet_report_dir" not in path.read_text(), \
+            "%s: the roles read llmfleet_report_dir themselves" % path.relative_to(ROOT)
+
+
 def test_role_argument_specs_say_the_defaults_the_roles_have():
-    for role in ("seat_plan", "seat_rebalance"):
+    for role in ("seat_plan", "seat_rebalance", "seat_ladder"):
         spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
         options = spec["argument_specs"]["main"]["options"]
         values = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())

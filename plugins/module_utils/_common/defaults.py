@@ -23,9 +23,17 @@ GPU_PROFILE = "h100"
 # --gpu-memory-utilization), and how far below the plan's spare a measured card may be.
 MARGIN_MIB = 512
 TOLERANCE_MIB = 512
+# Whether a card after a boot (and at the plateau) is held to the plan's spare less the tolerance,
+# or to the margin alone: off for a ladder's rung, whose spare at plateau is what it measures.
+SPARE_GATE = True
 # How long a seat may take to answer /health 200, and how often it is asked.
 HEALTH_TIMEOUT_S = 1800
 HEALTH_INTERVAL_S = 10
+
+# How far apart a ladder's rungs are when the operator names no step, in each knob's unit:
+# tokens, sequences, bytes, and MiB of a radiance seat's host pool.
+LADDER_STEPS = {"max_model_len": 4096, "max_num_seqs": 4096, "kv_cache_memory_bytes": 4096,
+                "host_pool_mib": 1024}
 
 # A seat's name names its compose project, directory and container: the whole string matches.
 SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")

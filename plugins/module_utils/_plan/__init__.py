@@ -7,7 +7,7 @@
 
 """Stage 4, the plan: an inventory's hosts, GPUs and seats checked and brought to one normal
 form, each seat sized by its engine, its footprint counted, the seats placed; per GPU its seats
-and spare at plateau and at boot.
+and spare at plateau and at boot. And the plan's output, the one owner of its files (output).
 
 May import: _common, _cards, _sizing, _placement, _engines.
 """

@@ -7,7 +7,8 @@
 
 """Stages 5 to 8, the rollout: writing a seat's files with dated backups and restoring them,
 the lock and its journal, the order of stops and boot waves, the gates before and after every
-boot, where a rollback left the host, and the report (with the plan's own: seat_plan's output).
+boot, where a rollback left the host, and the window's report (the plan's own output is
+_plan.output's: the report draws the plan with it and writes none of the plan's files).
 
 May import: _common, _cards, _engines, _runtimes, _sizing, _plan. Names no engine or runtime itself: it asks
 the seams.

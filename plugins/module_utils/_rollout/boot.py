@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import read_cards
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE, SPARE_GATE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
@@ -74,12 +74,13 @@ class Booter:
     this sets when a seat fails."""
 
     def __init__(self, seats, waves, start, read_cards, host, plan_gpus, margin_mib, tolerance_mib,
-                 clock=time.monotonic):
+                 clock=time.monotonic, spare_gate=SPARE_GATE):
         by_name = {seat["name"]: seat for seat in seats}
         self.order = [by_name[name] for wave in waves for name in wave]
         self.after = boot_after(waves, self.order)
         self.start, self.read_cards, self.host = start, read_cards, host
         self.plan_gpus, self.margin_mib, self.tolerance_mib = plan_gpus, margin_mib, tolerance_mib
+        self.spare_gate = spare_gate
         self.clock = clock
         self.abandon = host.abandon
         self.booted = {seat["name"]: threading.Event() for seat in self.order}
@@ -169,7 +170,7 @@ class Booter:
         if len(seat["gpus"]) > 1:
             gates.append(rank_memory_gate(seat, cards))
         gates += memory_gates(self.plan_gpus, cards, set(seat["gpus"]), self.margin_mib,
-                              self.tolerance_mib, "boot")
+                              self.tolerance_mib, "boot", self.spare_gate)
         self.gates[name].extend(gates)
         boot["outcome"] = FAILED if failed(gates) else READY
         if failed(gates):
@@ -197,7 +198,7 @@ SEAT_BOOT_SPEC = {
     "gpu_source": {"type": "str", "default": "auto", "choices": list(LIVE_SOURCES)},
 }
 SEAT_BOOT_SPEC.update({key: SEAT_GATES_SPEC[key] for key in (
-    "plan_gpus", "margin_mib", "tolerance_mib", "health_timeout", "health_interval", "runtime_probe",
+    "plan_gpus", "margin_mib", "tolerance_mib", "spare_gate", "health_timeout", "health_interval", "runtime_probe",
     "runtime_probe_fraction", "address", "api_key", "secrets", "docker_host")})
 
 
@@ -239,7 +240,8 @@ def seat_boot(params, docker, check_mode=False):
         lambda seat: run_seat(params["runtimes"].get(seat["name"], DEFAULT_RUNTIME), "started",
                               os.path.join(params["root"], seat["name"]), docker)[1],
         lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
-        host, params["plan_gpus"], params["margin_mib"], params["tolerance_mib"])
+        host, params["plan_gpus"], params["margin_mib"], params["tolerance_mib"],
+        spare_gate=params["spare_gate"])
     # the probe reports what the boot left free, read as the boots read the cards
     host.read_cards = booter.cards
     if check_mode:

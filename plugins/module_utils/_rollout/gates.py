@@ -22,6 +22,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     HEALTH_INTERVAL_S,
     HEALTH_TIMEOUT_S,
     MARGIN_MIB,
+    SPARE_GATE,
     TOLERANCE_MIB,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
@@ -41,6 +42,7 @@ SEAT_GATES_SPEC = {
     "gpus": {"type": "list", "elements": "str", "default": []},
     "margin_mib": {"type": "int", "default": MARGIN_MIB},
     "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
+    "spare_gate": {"type": "bool", "default": SPARE_GATE},
     "health_timeout": {"type": "int", "default": HEALTH_TIMEOUT_S},
     "health_interval": {"type": "int", "default": HEALTH_INTERVAL_S},
     "runtime_probe": {"type": "bool", "default": False},
@@ -125,10 +127,12 @@ def health_gate(seat, status, waited_s, timeout_s):
                 % (status if status is not None else "nothing", waited_s, timeout_s))
 
 
-def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
-    """Free memory on each GPU touched now: at least the margin, and at least the plan's spare at
-    plateau less the tolerance. Right after a boot there must already be that much (seats only
-    grow towards the plateau); a GPU below it means a footprint was under-counted."""
+def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase, spare_gate=SPARE_GATE):
+    """Free memory on each GPU touched now: at least the margin, and (with ``spare_gate``) at
+    least the plan's spare at plateau less the tolerance. Right after a boot there must already be
+    that much (seats only grow towards the plateau); a GPU below it means a footprint was
+    under-counted. Without ``spare_gate`` (a ladder's rung, which measures the spare) the margin
+    alone is gated."""
     gates = []
     by_uuid = _cards_by_uuid(cards)
     for planned in plan_gpus:
@@ -137,13 +141,17 @@ def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase):
         card = by_uuid.get(planned["uuid"])
         free = card["memory_free_mib"] if card else None
         margin = 0 if planned.get("own_headroom_seat") else margin_mib
-        floor = max(margin, planned["spare_mib"] - tolerance_mib)
+        if spare_gate:
+            floor = max(margin, planned["spare_mib"] - tolerance_mib)
+            wanted = "(less tolerance %s, at least the margin %s)" % (num(tolerance_mib), num(margin))
+        else:
+            floor = margin
+            wanted = "(not gated: at least the margin %s)" % num(margin)
         gates.append(gate(
             "GPU %d" % planned["index"], "free_mib_%s" % phase, free is not None and free >= floor,
-            free, floor, "GPU %d has %s MiB free %s; the plan's spare at plateau is %s MiB (less "
-            "tolerance %s, at least the margin %s)"
+            free, floor, "GPU %d has %s MiB free %s; the plan's spare at plateau is %s MiB %s"
             % (planned["index"], num(free), "at plateau" if phase == "plateau" else "after boot",
-               num(planned["spare_mib"]), num(tolerance_mib), num(margin))))
+               num(planned["spare_mib"]), wanted)))
     return gates
 
 
@@ -247,7 +255,7 @@ def after_boot(host, seat):
 
 
 def run_gates(phase, seats=(), cards=None, plan_gpus=(), gpus=(), margin_mib=MARGIN_MIB,
-              tolerance_mib=TOLERANCE_MIB, host=None):
+              tolerance_mib=TOLERANCE_MIB, host=None, spare_gate=SPARE_GATE):
     """The gates of one phase of a wave (seat_gates): ``(gates, message)``, where the message
     names every failed gate, or is None when all passed."""
     try:
@@ -257,7 +265,7 @@ def run_gates(phase, seats=(), cards=None, plan_gpus=(), gpus=(), margin_mib=MAR
             gates = [g for seat in seats for g in after_boot(host, seat)]
         elif phase in ("after_boot_memory", "plateau"):
             gates = memory_gates(plan_gpus, cards, set(gpus), margin_mib, tolerance_mib,
-                                 "plateau" if phase == "plateau" else "boot")
+                                 "plateau" if phase == "plateau" else "boot", spare_gate)
         else:
             raise GateInputError("phase: expected one of %s, got %r" % (", ".join(PHASES), phase))
     except (KeyError, TypeError) as exc:
@@ -270,7 +278,8 @@ def seat_gates(params, host=None):
     """The seat_gates module's result for its validated ``params``: ``host`` (a SeatHost) reads
     the seats for O(phase=after_boot); the other phases need none."""
     gates, failure = run_gates(params["phase"], params["seats"], params["cards"], params["plan_gpus"],
-                               params["gpus"], params["margin_mib"], params["tolerance_mib"], host)
+                               params["gpus"], params["margin_mib"], params["tolerance_mib"], host,
+                               params["spare_gate"])
     if failure:
         return {"changed": False, "failed": True, "msg": failure, "gates": gates}
     return {"changed": False, "gates": gates}

@@ -25,6 +25,8 @@ never touched.
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import LADDER_STEPS
+
 KNOBS = ("max_model_len", "max_num_seqs", "kv_cache_memory_bytes", "host_pool_mib")
 # The knobs of one engine only.
 RADIANCE_KNOBS = ("host_pool_mib",)
@@ -117,6 +119,17 @@ def whole_number(value, name, minimum):
     return number
 
 
+def step_of(knob, step):
+    """The step a ladder of ``knob`` climbs by: ``step`` (an int, or digits as ``-e`` gives them),
+    else, for 0 or none, the knob's own (``LADDER_STEPS``)."""
+    step = whole_number(step or 0, "ladder_step", 0)
+    if step:
+        return step
+    if knob not in KNOBS:
+        raise LadderError("ladder_knob: expected one of %s, got %r" % (", ".join(KNOBS), knob))
+    return LADDER_STEPS[knob]
+
+
 def knob_problem(seat, engine, knob):
     """Why ``knob`` cannot be laddered on a seat of ``engine`` (None when it can)."""
     fits = ENGINE_KNOBS.get(engine, ())
@@ -139,7 +152,8 @@ def _whole_number(value, minimum):
 def options_problems(seat, seats_by_host, knob, step, high, report_dir, target="gpu_hosts"):
     """Every problem of a ladder's own variables (``-e seat=... ladder_knob=... ladder_step=...
     ladder_high=... llmfleet_report_dir=...``) against the seats of the play's hosts
-    (``{host: llmfleet_seats}``), as a list; empty when the ladder can start."""
+    (``{host: llmfleet_seats}``), as a list; empty when the ladder can start. A step of 0 is the
+    knob's own (``LADDER_STEPS``)."""
     problems = []
     engines = {}
     for seats in (seats_by_host or {}).values():
@@ -155,13 +169,16 @@ def options_problems(seat, seats_by_host, knob, step, high, report_dir, target="
         problem = knob_problem(seat, engines[seat], knob)
         if problem:
             problems.append(problem)
-    whole_step, whole_high = _whole_number(step, 1), _whole_number(high, 0)
+    whole_step, whole_high = _whole_number(step, 0), _whole_number(high, 0)
     if whole_step is None:
-        problems.append("ladder_step: expected a positive whole number in the knob's unit, got %r" % (step,))
+        problems.append("ladder_step: expected a whole number in the knob's unit (0: the knob's own step), got %r"
+                        % (step,))
+    elif not whole_step:
+        whole_step = LADDER_STEPS.get(knob)
     if whole_high is None:
         problems.append("ladder_high: expected a whole number in the knob's unit (0: the arithmetic's upper "
                         "end), got %r" % (high,))
-    elif whole_step is not None and whole_high // whole_step + 1 > MAX_RUNGS:
+    elif whole_step and whole_high // whole_step + 1 > MAX_RUNGS:
         problems.append("ladder_step: expected a step that makes at most %d rungs up to ladder_high %d, got %d"
                         % (MAX_RUNGS, whole_high, whole_step))
     if not isinstance(report_dir, str) or not report_dir.strip():

@@ -5,161 +5,17 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""What a person reads: a host's plan as Markdown and as an SVG bar per GPU, and a rebalance
-run's report as Markdown. Pure functions of the plan / report dicts (see _plan.plan)."""
+"""The window's report, and the one owner of its files: each host's section merged into
+``report.json``, ``report.md`` rendered from all of them, and the host's ``<host>.svg`` (the
+plan beside what the cards held after the window). The plan's own rendering and files are
+_plan.output's; this renders the plan with it and writes nothing of the plan's."""
 
 from __future__ import annotations
 
 import json
 import os
-from xml.sax.saxutils import escape
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
-from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import release_note
-
-# Distinct, colour-blind-safe fills (Okabe-Ito), cycled over a GPU's seats.
-_PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-            "#7F7F7F")
-
-
-def _mib(value):
-    return "-" if value is None else "{:,}".format(value)
-
-
-def _seat_rows(plan, gpu):
-    by_name = {seat["name"]: seat for seat in plan["seats"]}
-    return [by_name[name] for name in gpu["seats"]]
-
-
-def _proof(plan):
-    """What the placement search proved before its step budget ran out."""
-    if plan["optimal"]:
-        return " (proven optimal)"
-    gap = plan["bound_mib"] - plan["worst_spare_mib"]
-    if not gap:
-        return " (proven the best worst spare; the moves are the fewest found, not proven fewest)"
-    return (" (best found, NOT proven optimal: within %s MiB of the best, no placement does "
-            "better than %s MiB)" % (_mib(gap), _mib(plan["bound_mib"])))
-
-
-def plan_markdown(plan):
-    """The plan of one host: per GPU its seats with KV, tokens, concurrency, footprint and boot
-    gate, then spare at plateau and at boot; the moves and the warnings last."""
-    lines = ["## %s" % plan["host"], ""]
-    lines.append("Worst spare at plateau: **%s MiB**%s. Moves: %s." % (
-        _mib(plan["worst_spare_mib"]), _proof(plan), ", ".join(plan["moves"]) or "none"))
-    lines.append("")
-    lines.append("| GPU | seat | KV budget | KV tokens | concurrency | footprint MiB "
-                 "(weights + KV + overhead) | util (boot gate) | from |")
-    lines.append("|---|---|---|---|---|---|---|---|")
-    for gpu in plan["gpus"]:
-        label = "%d `%s`" % (gpu["index"], gpu["uuid"][:12])
-        if gpu["keep_clear"]:
-            lines.append("| %s | *kept clear* | | | | | | |" % label)
-            continue
-        for seat in _seat_rows(plan, gpu):
-            kv, tokens, conc = engine_of(seat).plan_cells(seat)
-            util = "-" if seat["gpu_memory_utilization"] is None else "%.2f" % seat["gpu_memory_utilization"]
-            parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]),
-                                      _mib(seat["overhead_mib"]))
-            moved = "moved from %s" % ", ".join(seat["current_gpus"]) if seat["moved"] else (
-                "stays" if seat["current_gpus"] else "new")
-            lines.append("| %s | %s | %s | %s | %s | %s (%s) | %s | %s |" % (
-                label, seat["name"], kv, tokens, conc, _mib(seat["footprint_mib"]), parts, util,
-                moved))
-    lines.append("")
-    lines.append("| GPU | total MiB | not ours MiB | seats MiB | spare at plateau MiB | "
-                 "spare at boot MiB |")
-    lines.append("|---|---|---|---|---|---|")
-    for gpu in plan["gpus"]:
-        lines.append("| %d | %s | %s | %s | %s | %s |" % (
-            gpu["index"], _mib(gpu["total_mib"]), _mib(gpu["background_mib"]),
-            _mib(gpu["footprint_mib"]), _mib(gpu["spare_mib"]), _mib(gpu["spare_at_boot_mib"])))
-    lines += ["", "| seat | GPU now → planned | holds now → footprint MiB | context now → planned | "
-              "KV now → planned | KV tokens now → planned | concurrency now → planned |",
-              "|---|---|---|---|---|---|---|"]
-    index = {gpu["uuid"]: gpu["index"] for gpu in plan["gpus"]}
-    for seat in plan["seats"]:
-        now = seat.get("now") or {}
-        lines.append("| %s | %s → %s | %s → %s | %s → %s | %s → %s | %s → %s | %s → %s |" % (
-            seat["name"], ", ".join(str(index.get(u, u)) for u in now.get("gpus") or []) or "not running",
-            ", ".join(str(index.get(u, u)) for u in seat["gpus"]), _mib(now.get("held_mib")),
-            _mib(seat["footprint_mib"]), _mib(now.get("max_model_len")), _mib(seat.get("max_model_len")),
-            _gib(now.get("kv_cache_memory_bytes")), _gib(seat.get("kv_cache_memory_bytes")),
-            _mib(now.get("kv_cache_tokens")), _mib(seat.get("kv_cache_tokens")),
-            _times(now.get("max_concurrency")), _times(seat.get("max_concurrency"))))
-    lines += ["", "| seat | runtime | image | exposure | KV arithmetic |", "|---|---|---|---|---|"]
-    for seat in plan["seats"]:
-        image = (seat.get("launch") or {}).get("image", "")
-        lines.append("| %s | %s | `%s`%s | %s | %s |" % (seat["name"], seat.get("runtime", "compose"), image,
-                                                         " (pinned by digest)" if "sha256:" in image else "",
-                                                         _exposure(seat), _arithmetic(seat)))
-    everywhere = ["%s (%s)" % (seat["name"], _published(seat)) for seat in plan["seats"] if _on_all_interfaces(seat)]
-    if everywhere:
-        lines += ["", "- **published on all interfaces**: %s: reachable from every network the host is on; "
-                  "bind_address names the one address the gateway comes in on" % ", ".join(everywhere)]
-    for seat in plan["seats"]:
-        notes = engine_of(seat).plan_notes(seat)
-        if notes:
-            lines += [""] + notes
-    written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
-               for seat in plan["seats"] if seat.get("declared_sizes")]
-    if written:
-        lines += ["", "Sizes as the inventory wrote them: %s." % "; ".join(written)]
-    if plan.get("warnings"):
-        lines.append("")
-        lines += ["- warning: %s" % warning for warning in plan["warnings"]]
-    return "\n".join(lines) + "\n"
-
-
-def _gib(num_bytes):
-    return human_bytes(num_bytes, "GiB") if num_bytes else "-"
-
-
-def _times(concurrency):
-    """Concurrency at the context, as vLLM prints it (``64.00x``)."""
-    return "-" if concurrency is None else "%.2fx" % concurrency
-
-
-def _bind_address(seat):
-    return (seat.get("launch") or {}).get("bind_address", BIND_ADDRESS)
-
-
-def _on_all_interfaces(seat):
-    return _bind_address(seat) in ALL_INTERFACES
-
-
-def _published(seat):
-    address = _bind_address(seat)
-    return "%s:%s" % ("[%s]" % address if ":" in address else address, seat["port"])
-
-
-def _exposure(seat):
-    """Where a seat can be reached from: its published address and port, flagged when that is
-    every interface, and the networks it joins."""
-    text = "`%s`%s" % (_published(seat), " **all interfaces**" if _on_all_interfaces(seat) else "")
-    networks = (seat.get("launch") or {}).get("networks") or []
-    if networks:
-        text += "; networks: %s" % ", ".join("%s%s" % (network["name"], " (external)" if network["external"] else "")
-                                             for network in networks)
-    return text
-
-
-def _arithmetic(seat):
-    """Which vLLM release's KV arithmetic planned a seat, and how its version was known (or
-    which radiance release's funding formula)."""
-    if seat.get("radiance_release"):
-        return "radiance %s funding formula" % seat["radiance_release"]
-    release = seat.get("vllm_release")
-    if not release:
-        return "-"
-    note = release_note(release)
-    if note:
-        return note
-    shown = "vLLM %s (%s)" % (release["version"], release.get("from", "image tag"))
-    return shown if release["version"] == release["release"] else "%s, as %s" % (shown, release["release"])
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import mib_cell, plan_markdown, plan_svg, write_text
 
 
 def cards_summary(cards):
@@ -178,154 +34,11 @@ def cards_summary(cards):
     return summary
 
 
-def sizing_markdown(host, sizing):
-    """Every seat of a host as its engine sizes it (playbooks/kv-sizing.yml), before placing:
-    KV budget and the rule that chose it, KV tokens, concurrency, footprint with the default
-    overhead, and whether vLLM would boot; the problems last."""
-    lines = ["## %s: sizing" % host, "",
-             "| seat | KV budget | KV tokens | concurrency | footprint MiB (weights + KV + overhead) | boots |",
-             "|---|---|---|---|---|---|"]
-    for seat in sizing["seats"]:
-        kv, tokens, conc = engine_of(seat).plan_cells(seat)
-        parts = "%s + %s + %s" % (_mib(seat["weights_mib"]), _mib(seat["kv_mib"]), _mib(seat["overhead_mib"]))
-        lines.append("| %s | %s | %s | %s | %s (%s) | %s |" % (
-            seat["name"], kv, tokens, conc, _mib(seat["footprint_mib"]), parts,
-            "yes" if seat["boot_ok"] else "**NO**"))
-    if sizing["problems"]:
-        lines.append("")
-        lines += ["- %s" % problem for problem in sizing["problems"]]
-    return "\n".join(lines) + "\n"
-
-
-def _bar(rows, top, height, segments, scale, x):
-    """Stacked rectangles for ``(name, mib, fill)``, labelled where wide enough; the x after."""
-    for name, mib, fill in segments:
-        if not mib:
-            continue
-        w = mib * scale
-        rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#FFFFFF">'
-                    '<title>%s: %s MiB</title></rect>' % (x, top, w, height, fill, escape(name), _mib(mib)))
-        if w > 7 * len(name) + 8:
-            rows.append('<text x="%.1f" y="%d" class="in">%s</text>' % (x + 4, top + height // 2 + 4, escape(name)))
-        x += w
-    return x
-
-
-def plan_svg(plan, width=960, measured=None):
-    """One stacked bar per GPU: memory not ours, each seat at plateau, the spare. Labels sit in
-    the segments that are wide enough and in a legend under each bar. With ``measured`` (a
-    cards_summary read after the window) each GPU also gets the bar of what it held then."""
-    margin, bar_height, row = 16, 34, 96 if measured is None else 150
-    measured_by_uuid = {gpu.get("uuid"): gpu for gpu in measured or []}
-    bar_width = width - 2 * margin
-    rows = []
-    for row_index, gpu in enumerate(plan["gpus"]):
-        top = margin + 28 + row_index * row
-        total = max(gpu["total_mib"], 1)
-        scale = bar_width / total
-        title = "GPU %d %s: %s MiB" % (gpu["index"], gpu.get("name") or gpu["uuid"],
-                                       _mib(gpu["total_mib"]))
-        if gpu["keep_clear"]:
-            title += " (kept clear)"
-        rows.append('<text x="%d" y="%d" class="title">%s</text>' % (margin, top - 8, escape(title)))
-        segments = [("not ours", gpu["background_mib"], "#BBBBBB")]
-        fills = {}
-        for seat_index, seat in enumerate(_seat_rows(plan, gpu)):
-            # a footprint is per GPU: a tensor-parallel seat holds it on each of its GPUs
-            fills[seat["name"]] = _PALETTE[seat_index % len(_PALETTE)]
-            segments.append((seat["name"], seat["footprint_mib"], fills[seat["name"]]))
-        x = _bar(rows, top, bar_height, segments, scale, float(margin))
-        legend = ["%s %s" % (name, _mib(mib)) for name, mib, _fill in segments if mib]
-        spare = gpu["spare_mib"]
-        spare_w = max(margin + bar_width - x, 0)
-        rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#spare)" '
-                    'stroke="#888888"><title>spare at plateau: %s MiB</title></rect>'
-                    % (x, top, spare_w, bar_height, _mib(spare)))
-        legend.append("spare %s MiB (at boot %s)" % (_mib(spare), _mib(gpu["spare_at_boot_mib"])))
-        rows.append('<text x="%d" y="%d" class="legend">%s%s</text>'
-                    % (margin, top + bar_height + 16, "" if measured is None else "planned: ",
-                       escape(" | ".join(legend))))
-        if measured is not None:
-            _measured_bar(rows, measured_by_uuid.get(gpu["uuid"]), fills, top + bar_height + 26,
-                          bar_height, scale, margin, bar_width)
-    height = margin * 2 + 28 + len(plan["gpus"]) * row
-    heading = ("memory per GPU at plateau" if measured is None
-               else "memory per GPU: planned at plateau, and measured after the window")
-    return "\n".join([
-        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-        'font-family="sans-serif">' % (width, height, width, height),
-        '<style>.title{font-size:14px;font-weight:bold}.in{font-size:12px;fill:#FFFFFF}'
-        '.legend{font-size:11px;fill:#333333}</style>',
-        '<defs><pattern id="spare" width="8" height="8" patternUnits="userSpaceOnUse" '
-        'patternTransform="rotate(45)"><rect width="8" height="8" fill="#FFFFFF"/>'
-        '<line x1="0" y1="0" x2="0" y2="8" stroke="#9ACD32" stroke-width="3"/></pattern></defs>',
-        '<text x="%d" y="%d" class="title">%s: %s (worst spare %s MiB)</text>'
-        % (margin, margin + 4, escape(plan["host"]), heading, _mib(plan["worst_spare_mib"])),
-    ] + rows + ["</svg>"]) + "\n"
-
-
-def _measured_bar(rows, card, fills, top, height, scale, margin, bar_width):
-    """What the card held when it was read after the window: each seat in its plan colour,
-    everything else grey, the free memory hatched."""
-    if not card or card.get("memory_used_mib") is None:
-        rows.append('<text x="%d" y="%d" class="legend">measured after the window: not read</text>'
-                    % (margin, top + height // 2))
-        return
-    holders = card.get("holders_mib") or {}
-    seats = [(name, mib, fills[name]) for name, mib in sorted(holders.items()) if name in fills]
-    others = max(card["memory_used_mib"] - sum(mib for _name, mib, _fill in seats), 0)
-    segments = [("not ours", others, "#BBBBBB")] + seats
-    x = _bar(rows, top, height, segments, scale, float(margin))
-    free = card.get("memory_free_mib") or 0
-    rows.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#spare)" stroke="#888888">'
-                '<title>free after the window: %s MiB</title></rect>'
-                % (x, top, max(margin + bar_width - x, 0), height, _mib(free)))
-    legend = ["%s %s" % (name, _mib(mib)) for name, mib, _fill in segments if mib] + ["free %s MiB" % _mib(free)]
-    rows.append('<text x="%d" y="%d" class="legend">measured after the window: %s</text>'
-                % (margin, top + height + 16, escape(" | ".join(legend))))
-
-
 STATUSES = ("planned", "unchanged", "applied", "rolled_back", "failed")
 
 
 class ReportError(ValueError):
     """A section or a report directory the report cannot be written from or into."""
-
-
-def _write(path, text, check_mode):
-    """Replace ``path`` with ``text`` (mode 0644) atomically when it differs; the text it had
-    ("" for none) when it did (or would), else None."""
-    old = None
-    if os.path.exists(path):
-        with open(path) as handle:
-            old = handle.read()
-    if old == text:
-        return None
-    if not check_mode:
-        temp = path + ".tmp"
-        with open(temp, "w") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)
-        os.rename(temp, path)
-    return old or ""
-
-
-def write_plan_files(output_dir, host, plan, markdown, svg, check_mode):
-    """``<host>-plan.json``, ``<host>-plan.md`` and ``<host>.svg`` in ``output_dir`` (made
-    0755 when missing); ``(changed, paths, diffs)``, a diff for each file that changes."""
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise ReportError("output_dir %s: not a directory; name a directory for the plan files" % output_dir)
-    if not check_mode:
-        os.makedirs(output_dir, mode=0o755, exist_ok=True)
-    files = {"%s-plan.json" % host: json.dumps(plan, indent=4, sort_keys=True) + "\n",
-             "%s-plan.md" % host: markdown, "%s.svg" % host: svg}
-    diffs = []
-    for name, text in files.items():
-        path = os.path.join(output_dir, name)
-        before = _write(path, text, check_mode) if os.path.isdir(output_dir) else ""
-        if before is not None:
-            diffs.append({"before_header": path, "after_header": path, "before": before, "after": text})
-    return bool(diffs), [os.path.join(output_dir, name) for name in files], diffs
 
 
 # rebalance_report's arguments (the module and its action plugin validate against the same spec)
@@ -371,7 +84,7 @@ def write_report(report_dir, run_id, host, section, dry_run, check_mode):
         files[os.path.join(report_dir, "%s.svg" % host)] = plan_svg(section["plan"], measured=measured)
     changed = False
     for file_path, text in files.items():
-        changed = _write(file_path, text, check_mode) is not None or changed
+        changed = write_text(file_path, text, check_mode) is not None or changed
     return changed, sorted(files)
 
 
@@ -440,10 +153,10 @@ def report_markdown(report):
             if cards:
                 lines += ["", "### Cards %s" % when, "", "| GPU | used MiB | free MiB | held by |", "|---|---|---|---|"]
                 for gpu in cards:
-                    holders = ", ".join("%s %s" % (k, _mib(v))
+                    holders = ", ".join("%s %s" % (k, mib_cell(v))
                                         for k, v in sorted(gpu["holders_mib"].items()))
                     lines.append("| %s | %s | %s | %s |" % (
-                        gpu["index"], _mib(gpu["memory_used_mib"]), _mib(gpu["memory_free_mib"]),
+                        gpu["index"], mib_cell(gpu["memory_used_mib"]), mib_cell(gpu["memory_free_mib"]),
                         holders or "-"))
     return "\n".join(lines) + "\n"
 

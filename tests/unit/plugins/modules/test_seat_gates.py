@@ -37,12 +37,14 @@ def here(**args):
     {"phase": "before_start", "seats": SEATS, "cards": CARDS},
     {"phase": "after_boot_memory", "plan_gpus": PLAN_GPUS, "gpus": [U0, U1], "cards": CARDS},
     {"phase": "plateau", "plan_gpus": PLAN_GPUS, "gpus": [U0], "cards": CARDS},
-], ids=["before_start", "after_boot_memory", "plateau"])
+    {"phase": "after_boot_memory", "plan_gpus": PLAN_GPUS, "gpus": [U0, U1], "cards": CARDS, "spare_gate": False},
+], ids=["before_start", "after_boot_memory", "plateau", "margin_alone"])
 def test_the_module_and_the_controller_give_one_result(capsys, args):
     code, result = run(capsys, **args)
     assert result == here(**args)
     assert code == (1 if result.get("failed") else 0)
-    assert [g["ok"] for g in result["gates"]] == ([True, False] if args["phase"] != "plateau" else [True])
+    wanted = [True] if args["phase"] == "plateau" else [True, True] if "spare_gate" in args else [True, False]
+    assert [g["ok"] for g in result["gates"]] == wanted
 
 
 def test_a_computed_phase_without_its_cards_is_refused(capsys):

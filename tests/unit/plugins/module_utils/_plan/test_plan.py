@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import plan_markdown, plan_svg
 
 CONFIGS = Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "model_configs"
 GIB = 1024 ** 3

@@ -178,7 +178,7 @@ def test_the_floor_is_the_busiest_gpus_boots_one_after_another():
 def _params(**changes):
     params = {"seats": [_seat("a1", "GPU-a"), _seat("b1", "GPU-b")], "waves": [["a1", "b1"]],
               "root": "/srv/compose", "runtimes": {}, "gpu_source": "auto", "plan_gpus": [],
-              "margin_mib": 512, "tolerance_mib": 512, "health_timeout": 1, "health_interval": 1,
+              "margin_mib": 512, "tolerance_mib": 512, "spare_gate": True, "health_timeout": 1, "health_interval": 1,
               "runtime_probe": False, "runtime_probe_fraction": 0.9, "address": "127.0.0.1",
               "api_key": None, "secrets": None, "docker_host": None}
     params.update(changes)

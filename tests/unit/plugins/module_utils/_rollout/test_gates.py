@@ -74,6 +74,14 @@ def test_memory_gates_want_the_planned_spare_less_the_tolerance():
     assert _gates.memory_gates(plan_gpus, _cards(9000), set(), 512, 512, "boot") == []
 
 
+def test_without_the_spare_gate_a_card_is_held_to_the_margin_alone():
+    plan_gpus = [{"index": 0, "uuid": "GPU-0", "spare_mib": 30000, "spare_at_boot_mib": 31000}]
+    assert not _gates.memory_gates(plan_gpus, _cards(600), {"GPU-0"}, 512, 512, "boot")[0]["ok"]
+    rung = _gates.memory_gates(plan_gpus, _cards(600), {"GPU-0"}, 512, 512, "boot", spare_gate=False)[0]
+    assert rung["ok"] and rung["expected"] == 512 and "not gated: at least the margin 512" in rung["detail"]
+    assert not _gates.memory_gates(plan_gpus, _cards(400), {"GPU-0"}, 512, 512, "boot", spare_gate=False)[0]["ok"]
+
+
 def _serving_models(headers_seen):
     """A /v1/models that answers 200 and records each request's Authorization header."""
     class Handler(http.server.BaseHTTPRequestHandler):

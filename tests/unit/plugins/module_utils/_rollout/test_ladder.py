@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import defaults
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import ladder
 
 
@@ -122,7 +123,7 @@ def test_the_ladders_own_variables_are_checked_all_at_once_by_their_names():
     assert ladder.options_problems("rad", SEATS, "host_pool_mib", 1024, 0, "/tmp/r") == []
     assert ladder.options_problems("asr", SEATS, "max_model_len", "1e3", "1e6", "") == [
         "seat asr: ladder_knob: a fixed seat has no knob to ladder (its memory is its cap)",
-        "ladder_step: expected a positive whole number in the knob's unit, got '1e3'",
+        "ladder_step: expected a whole number in the knob's unit (0: the knob's own step), got '1e3'",
         "ladder_high: expected a whole number in the knob's unit (0: the arithmetic's upper end), got '1e6'",
         "llmfleet_report_dir: expected a directory on the controller for ladder.json, got ''"]
     assert ladder.options_problems("rad", SEATS, "max_num_seqs", 1, 0, "/r") == [
@@ -134,6 +135,20 @@ def test_the_ladders_own_variables_are_checked_all_at_once_by_their_names():
         "seat: expected the name of a seat of twin1 (alpha, asr, rad), got 'nope'"]
     assert ladder.options_problems("alpha", SEATS, "max_model_len", 1, 10 ** 15, "/r") == [
         "ladder_step: expected a step that makes at most 10000 rungs up to ladder_high 1000000000000000, got 1"]
+    # 0: the knob's own step, and the rungs it would make are counted with it
+    assert ladder.options_problems("alpha", SEATS, "kv_cache_memory_bytes", "0", 10 ** 9, "/r") == [
+        "ladder_step: expected a step that makes at most 10000 rungs up to ladder_high 1000000000, got 4096"]
+    assert ladder.options_problems("rad", SEATS, "host_pool_mib", 0, 0, "/r") == []
+
+
+def test_without_a_step_each_knob_climbs_by_its_own():
+    assert [ladder.step_of(knob, 0) for knob in ladder.KNOBS] == [
+        defaults.LADDER_STEPS[knob] for knob in ladder.KNOBS] == [4096, 4096, 4096, 1024]
+    assert ladder.step_of("host_pool_mib", None) == 1024 and ladder.step_of("max_model_len", "8192") == 8192
+    with pytest.raises(ladder.LadderError, match="ladder_knob: expected one of max_model_len"):
+        ladder.step_of("context", 0)
+    with pytest.raises(ladder.LadderError, match="ladder_step: expected a whole number of at least 0"):
+        ladder.step_of("max_model_len", "4k")
 
 
 def test_a_seat_without_the_knob_and_a_grid_too_large_are_refused_before_they_are_built():

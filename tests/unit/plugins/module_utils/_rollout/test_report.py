@@ -1,5 +1,6 @@
 """The report a person reads after the window: each host's section merged into report.json,
-report.md rendered from all of them, a second identical write changing nothing."""
+report.md rendered from all of them, a second identical write changing nothing; and only the
+report's own files, never the plan's."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import json
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, plan_svg, write_report
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import write_plan_files
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import build_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import ReportError, write_report
 
+# a real plan: the report renders it with the plan's own Markdown and SVG
+PLAN = build_plan("twin1", [{"index": 0, "uuid": "GPU-a", "name": "H100", "memory_total_mib": 81559}],
+                  [{"name": "alpha", "engine": "fixed", "memory_cap_bytes": "30000MiB", "image": "alpha:1.0", "port": 8090},
+                   {"name": "asr", "engine": "fixed", "memory_cap_bytes": "3840MiB", "image": "asr:1.0", "port": 8091}],
+                  "/nonexistent")
+AFTER = [{"index": 0, "uuid": "GPU-a", "memory_total_mib": 81559, "memory_used_mib": 35000, "memory_free_mib": 46559,
+          "holders_mib": {"alpha": 30600, "asr": 3840, "pid 77": 560}}]
 SECTION = {"status": "rolled_back", "error": "gate failed: gamma health", "gates": [
     {"seat": "gamma", "gate": "health", "ok": False, "measured": 503, "expected": 200,
      "detail": "GET /health answered 503 after 10 s (timeout 10 s)"}],
@@ -37,6 +47,20 @@ def test_sections_merge_and_a_second_write_changes_nothing(tmp_path):
     assert list(json.loads((tmp_path / "report.json").read_text())["hosts"]) == ["twin1"]
 
 
+def test_the_window_writes_its_own_files_and_none_of_the_plans(tmp_path):
+    changed, paths = write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, plan=PLAN, after=AFTER), False, False)
+    assert changed and paths == sorted(str(tmp_path / name) for name in ("report.json", "report.md", "twin1.svg"))
+    svg = (tmp_path / "twin1.svg").read_text()
+    assert "measured after the window" in svg and "<title>alpha: 30,600 MiB</title>" in svg
+    assert "| 0 `GPU-a` | alpha | fixed cap |" in (tmp_path / "report.md").read_text(), "the plan's own table"
+    # seat_plan writes its files into the same directory; the window leaves them as they are
+    _changed, plan_files, _diffs = write_plan_files(str(tmp_path), "twin1", PLAN, "# plan\n", "<svg/>\n", False)
+    assert not set(plan_files) & set(paths), "one writer per file"
+    assert (tmp_path / "twin1-plan.svg").read_text() == "<svg/>\n"
+    write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, plan=PLAN, after=AFTER), False, False)
+    assert (tmp_path / "twin1-plan.svg").read_text() == "<svg/>\n"
+
+
 def test_check_mode_writes_nothing(tmp_path):
     changed, _paths = write_report(str(tmp_path / "r"), "run-1", "twin1", SECTION, True, True)
     assert changed and not (tmp_path / "r").exists()
@@ -48,23 +72,6 @@ def test_a_bad_status_or_a_foreign_file_is_refused(tmp_path):
     (tmp_path / "report.json").write_text("not json")
     with pytest.raises(ReportError, match="report.json is not a report"):
         write_report(str(tmp_path), "run-1", "twin1", SECTION, False, False)
-
-
-PLAN = {"host": "twin1", "worst_spare_mib": 40000, "optimal": True, "moves": [], "warnings": [], "seats": [
-    {"name": "alpha", "gpus": ["GPU-a"], "footprint_mib": 30000}, {"name": "asr", "gpus": ["GPU-a"], "footprint_mib": 3840}],
-    "gpus": [{"index": 0, "uuid": "GPU-a", "name": "H100", "total_mib": 81559, "keep_clear": False, "seats": ["alpha", "asr"],
-              "background_mib": 500, "spare_mib": 47219, "spare_at_boot_mib": 46000}]}
-AFTER = [{"index": 0, "uuid": "GPU-a", "memory_total_mib": 81559, "memory_used_mib": 35000, "memory_free_mib": 46559,
-          "holders_mib": {"alpha": 30600, "asr": 3840, "pid 77": 560}}]
-
-
-def test_the_window_svg_shows_what_the_cards_held_after_it_beside_the_plan():
-    svg = plan_svg(PLAN, measured=AFTER)
-    assert "planned at plateau, and measured after the window" in svg
-    assert "<title>alpha: 30,000 MiB</title>" in svg and "<title>alpha: 30,600 MiB</title>" in svg
-    assert "measured after the window: not ours 560 | alpha 30,600 | asr 3,840 | free 46,559 MiB" in svg
-    assert "measured after the window: not read" in plan_svg(PLAN, measured=[])
-    assert "measured" not in plan_svg(PLAN), "a plan alone shows the plan"
 
 
 def test_the_boots_show_each_seats_seconds_beside_the_floor(tmp_path):

@@ -21,7 +21,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import SeatHost
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.report import plan_markdown
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import plan_markdown
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
