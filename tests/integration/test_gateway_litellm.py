@@ -270,7 +270,7 @@ BROKEN = [
      ' "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'),
     ("channel marker after the tool result", "char-rp", "tools",
      "route char-rp, check tools: the turn after the tool result leaks <|channel>, <channel|>"
-     " into content (the seat needs --reasoning-parser; vllm#45834)"),
+     " into content (the seat needs --reasoning-parser)"),
     ("dead route", "dead-seat", "chat",
      "route dead-seat, check chat: HTTP 500: litellm.InternalServerError"),
 ]

@@ -48,8 +48,9 @@ WEATHER_TOOL = {
 WEATHER_RESULT = {"city": "Paris", "temperature_c": 21, "conditions": "sunny"}
 
 # Text a parser should have taken out of `content`: think blocks and Gemma-4/harmony channel
-# markers (reasoning left inline, or vllm#45834's post-tool-result leak) and raw tool-call syntax
-# (a seat without the right --tool-call-parser).
+# markers (reasoning left inline, or the open channel a seat without --reasoning-parser leaks
+# into the turn after a tool result) and raw tool-call syntax (a seat without the right
+# --tool-call-parser).
 REASONING_MARKUP = ("<think>", "</think>", "<|channel>", "<channel|>", "<|channel|>",
                     "<|message|>", "<|start|>", "<|end|>")
 TOOL_CALL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>",
@@ -404,7 +405,7 @@ def check_tools(client, route):
     leaked = _markup_in(content, REASONING_MARKUP + TOOL_CALL_MARKUP)
     if leaked:
         raise _Failure("the turn after the tool result leaks %s into content (the seat needs"
-                       " --reasoning-parser; vllm#45834): %s" % (", ".join(leaked), _quote(content)))
+                       " --reasoning-parser): %s" % (", ".join(leaked), _quote(content)))
     if not content.strip():
         raise _Failure("the turn after the tool result is empty: "
                        + _why_no_answer(route, finish_reason, _reasoning_text(follow_up)))

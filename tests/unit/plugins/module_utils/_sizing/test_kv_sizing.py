@@ -1,4 +1,4 @@
-"""vLLM 0.33 KV arithmetic: the reference's §8 vectors, vLLM's error texts, options, and the
+"""vLLM 0.33 KV arithmetic: the 8 GiB vectors, vLLM's error texts, options, and the
 sizing rule's minimality and monotonicity."""
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ def config(name):
 
 
 def evaluate(name, max_model_len, budget=EIGHT_G, **options):
-    options.setdefault("allow_long_max_model_len", True)  # §8 runs 131072 past some windows
+    options.setdefault("allow_long_max_model_len", True)  # the vectors run 131072 past some windows
     return evaluate_kv_budget(config(name), max_model_len, budget, **options)
 
 
-# shared/reference/vllm-kv-sizing.md §8: budget 8 GiB, TP=1, H100/H200 defaults.
+# The 8 GiB vectors: what vLLM 0.33 computes with --kv-cache-memory-bytes 8G, TP=1, H100/H200 defaults.
 # (model, kv dtype, block, KV B/token, bytes/block, blocks, L=32768, L=131072); a row entry is
 # (tokens, concurrency) when it boots, ("FAIL", estimated length) when the admission check fails.
-SECTION_8 = [
+EIGHT_GIB_VECTORS = [
     ("qwen3-8b", "auto", 16, 147456, 2359296, 3640, (58240, 1.78), ("FAIL", 58224)),
     ("qwen3-8b", "fp8", 16, 73728, 1179648, 7281, (116496, 3.56), ("FAIL", 116480)),
     ("qwen3-30b-a3b", "auto", 16, 98304, 1572864, 5461, (87376, 2.67), ("FAIL", 87360)),
@@ -65,7 +65,7 @@ SECTION_8 = [
 
 
 @pytest.mark.parametrize("name, kv_dtype, block, per_token, per_block, blocks, short, long",
-                         SECTION_8, ids=["%s-%s" % (row[0], row[1]) for row in SECTION_8])
+                         EIGHT_GIB_VECTORS, ids=["%s-%s" % (row[0], row[1]) for row in EIGHT_GIB_VECTORS])
 def test_reference_section_8_vectors(name, kv_dtype, block, per_token, per_block, blocks,
                                      short, long):
     for length, expected in ((32768, short), (131072, long)):
@@ -83,9 +83,9 @@ def test_reference_section_8_vectors(name, kv_dtype, block, per_token, per_block
             assert (result["kv_cache_tokens"], result["max_concurrency"]) == expected
 
 
-# Hybrid rows of §8: (model, kv dtype, block, bytes/block, blocks, L=32768, L=131072); they boot
+# The hybrid 8 GiB vectors: (model, kv dtype, block, bytes/block, blocks, L=32768, L=131072); they boot
 # only with max_num_seqs <= blocks, so the check runs with and without that limit.
-SECTION_8_HYBRID = [
+EIGHT_GIB_HYBRID_VECTORS = [
     ("qwen3-next-80b-a3b", "auto", 576, 14155776, 606, (300869, 9.18), (335146, 2.56)),
     ("qwen3-next-80b-a3b", "fp8", 1088, 13369344, 642, (525926, 16.05), (647294, 4.94)),
     ("qwen3.5-9b", "auto", 576, 18874368, 455, (225900, 6.89), (251636, 1.92)),
@@ -94,7 +94,7 @@ SECTION_8_HYBRID = [
 
 
 @pytest.mark.parametrize("name, kv_dtype, block, per_block, blocks, short, long",
-                         SECTION_8_HYBRID, ids=["%s-%s" % (r[0], r[1]) for r in SECTION_8_HYBRID])
+                         EIGHT_GIB_HYBRID_VECTORS, ids=["%s-%s" % (r[0], r[1]) for r in EIGHT_GIB_HYBRID_VECTORS])
 def test_reference_section_8_hybrid_vectors(name, kv_dtype, block, per_block, blocks, short,
                                             long):
     for length, expected in ((32768, short), (131072, long)):
