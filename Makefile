@@ -27,7 +27,7 @@ plan: venv  ## print fv-ml1's plan from its inventory and recorded plateau snaps
 	  -e seat_plan_cards_snapshot=$(CURDIR)/inventories/fv-ml1/snapshots/plateau-20261007.json
 
 sizing: venv  ## size the fv-ml1 seats' KV caches from inventories/fv-ml1
-	$(ENV) ansible-playbook -i inventories/fv-ml1/hosts.yml playbooks/kv-sizing.yml
+	$(ENV) ansible-playbook -i inventories/fv-ml1/hosts.yml playbooks/kv_sizing.yml
 
 test: system-deps venv  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
 	@scripts/test

@@ -6,9 +6,8 @@ Each suite draws random hosts (seat needs uniform in MiB, GPU sizes of an RTX PR
 H200) and solves each one with the exact search (llmfleet.seats.seat_placement's
 module_utils) on one core. Beside it, in the same run, two greedy placements and their worst
 spare ("-" when they cannot place every seat): first-fit-decreasing (largest seat first onto
-the first GPU it fits, GPUStack's binpack shape) and spread (largest first onto the roomiest
-GPU, GPUStack's spread shape). Targets: 9 seats x 4 GPUs well under 0.1 s; 24-32 seats x 8
-GPUs proven optimal in under 5 s.
+the first GPU it fits) and spread (largest first onto the roomiest GPU). Targets: 9 seats x 4
+GPUs well under 0.1 s; 24-32 seats x 8 GPUs proven optimal in under 5 s.
 """
 
 from __future__ import annotations
@@ -90,9 +89,8 @@ def rack(rng, count, cards):
 
 def greedy(gpus, seats, roomiest):
     """Pinned seats first, then the largest seat first onto the first GPU(s) in order where it
-    fits (first-fit-decreasing, GPUStack's binpack shape) or, with ``roomiest``, onto the
-    GPU(s) with the most room (GPUStack's spread shape). Its worst spare, or None when some
-    seat fits nowhere."""
+    fits (first-fit-decreasing) or, with ``roomiest``, onto the GPU(s) with the most room
+    (spread). Its worst spare, or None when some seat fits nowhere."""
     spare = {g["id"]: g["capacity_mib"] for g in gpus}
     usable = [g["id"] for g in gpus if not g.get("keep_clear")]
     order = sorted(seats, key=lambda s: (not s.get("gpu"), -s["need_mib"]))

@@ -25,7 +25,8 @@ description:
     seat lacks C(--reasoning-parser)).
   - V(tools) - a request offering one tool with C(tool_choice=auto); a tool call must come back
     with JSON arguments, then a follow-up turn carrying the tool result must answer in content
-    without channel markers (vllm#45834). vLLM's 400 for a seat without
+    without channel markers (a vLLM seat without a reasoning parser leaks its chat template's open
+    channel into the turn after a tool result). vLLM's 400 for a seat without
     C(--enable-auto-tool-choice --tool-call-parser) fails the check with vLLM's own message.
   - The module fails when any check fails, naming the route and the check; RV(results) is
     returned either way.

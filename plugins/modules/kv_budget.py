@@ -138,10 +138,7 @@ notes:
   - Not modelled - block-outermost KV layouts, EAGLE drafters, context parallelism, KV
     connectors and offloading, TurboQuant/NVFP4 KV packings, and the memory outside the KV cache
     (weights, activations, CUDA graphs).
-seealso:
-  - name: vLLM KV sizing notes
-    description: How the figures are computed and what is verified (docs/kv-sizing.md).
-    link: https://docs.vllm.ai/en/latest/configuration/conserving_memory/
+  - How the figures are computed and what is verified - C(docs/kv-sizing.md) in the collection.
 """
 
 EXAMPLES = r"""

@@ -40,6 +40,7 @@ from vllm_planning import GPUS as VLLM_GPUS  # noqa: E402
 from vllm_release_planning import SourceUnavailable, load, run_case  # noqa: E402
 from vllm_sources import CACHE  # noqa: E402
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import attention as _attention  # noqa: E402
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing import kv as _kv_sizing  # noqa: E402
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import (  # noqa: E402
     LATEST,
@@ -255,7 +256,7 @@ def backend_grid(harness, release):
                 truth = {"dtype": "bfloat16", "heads": 32, "sinks": sinks}
                 layer = {"kind": "full", "head_size": head, "kv_heads": 8}
             try:
-                ours = _kv_sizing._select_backend(opts, model).name
+                ours = _attention.select_backend(opts, model).name
             except ValueError:
                 ours = None
             theirs = harness.attention_backend(dict(truth, layers=[layer]), options, CAPABILITIES[gpu], layer)

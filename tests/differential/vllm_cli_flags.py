@@ -30,6 +30,11 @@ ENGINE_FILE = "vllm/engine/arg_utils.py"
 FRONTEND_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
                   "vllm/entrypoints/openai/cli_args.py")
 FLAG_RE = re.compile(r"\A--?[A-Za-z][A-Za-z0-9-]*\Z")
+# Where each release registers the names --tool-call-parser and --reasoning-parser take: one
+# decorator per parser file in the older releases, one table of lazy registrations in the newer.
+PARSER_DIRS = {"tool_call_parser": ("vllm/entrypoints/openai/tool_parsers/", "vllm/tool_parsers/"),
+               "reasoning_parser": ("vllm/reasoning/",)}
+PARSER_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The releases whose arithmetic the collection models (vllm_releases.py), oldest first.
 RELEASES = ("0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1",
             "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
@@ -67,6 +72,48 @@ def flags_of(release):
     flags.update(_added_flags(front))
     flags.update(_frontend_fields(front))
     return sorted(flags)
+
+
+def _strings(node):
+    """The literal strings of a string or a list or tuple of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [item.value for item in node.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    return []
+
+
+def _registered_names(tree):
+    """The names a parser module registers: ``register_module("a")`` or ``(["a", "b"])`` (as a
+    decorator or a call), ``register_lazy_module(name="a", ...)``, and the keys of a
+    ``*_TO_REGISTER`` table."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("register_module", "register_lazy_module"):
+            named = node.args[:1] + [keyword.value for keyword in node.keywords if keyword.arg == "name"]
+            for value in named:
+                yield from _strings(value)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(target, ast.Name) and target.id.endswith("_TO_REGISTER") for target in targets):
+                for key in node.value.keys:
+                    yield from _strings(key)
+
+
+def parsers_of(release):
+    """``{field: sorted names}``: the tool-call and reasoning parsers ``release`` registers."""
+    names = vllm_sources.wheel_names(release)
+    found = {}
+    for field, dirs in PARSER_DIRS.items():
+        files = [name for name in names if name.endswith(".py") and name.startswith(dirs)]
+        root = vllm_sources.release_files(release, files)
+        registered = set()
+        for name in files:
+            registered.update(_registered_names(ast.parse((root / name).read_text())))
+        if not registered:
+            raise SystemExit("vLLM %s: no %s registered under %s" % (release, field, ", ".join(dirs)))
+        found[field] = sorted(name for name in registered if PARSER_NAME_RE.match(name))
+    return found
 
 
 def table_text(by_release):

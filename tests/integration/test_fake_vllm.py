@@ -27,12 +27,12 @@ from support.litellm import free_port  # noqa: E402
 ASR = REPO / "tests" / "twin" / "seat" / "asr-seat"
 GIB, MIB = 2 ** 30, 2 ** 20
 
-# Qwen3-8B's geometry (36 layers, 8 KV heads of 128, bf16, 40,960 native): reference §8
+# Qwen3-8B's geometry (36 layers, 8 KV heads of 128, bf16, 40,960 native)
 QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
             "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960,
             "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
-# A Qwen3.5-9B-shaped Gated DeltaNet hybrid (reference §8 "Qwen3.5-9B (fixture)")
+# A Qwen3.5-9B-shaped Gated DeltaNet hybrid
 QWEN35_9B = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": {
     "model_type": "qwen3_5_text", "hidden_size": 4096, "intermediate_size": 12288,
     "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
@@ -567,7 +567,7 @@ def test_the_asr_tenant_takes_its_cap_in_the_inventorys_units(gpus, seats):
     seat.close()
 
 
-# -- the seat's KV arithmetic against the research notes' vectors (reference §8, 8 GiB, TP=1) --
+# -- the seat's KV arithmetic against the 8 GiB vectors of the collection's KV tests (TP=1) --
 
 REFERENCE_MODELS = {
     "qwen3-8b": QWEN3_8B,

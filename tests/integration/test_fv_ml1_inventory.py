@@ -1,6 +1,6 @@
 """The seeds' fleet as data: inventories/fv-ml1 loaded by the real ansible-inventory and checked
 against the operator's field notes (shared/seeds 000-002), then sized by the real
-playbooks/kv-sizing.yml (the plan's own sizing) and llmfleet.seats.kv_budget, and the numbers held against the seeds'
+playbooks/kv_sizing.yml (the plan's own sizing) and llmfleet.seats.kv_budget, and the numbers held against the seeds'
 own figures (never against copies of the module's output). The reconstructed plateau snapshot
 is read back through a real `ansible -m llmfleet.seats.gpu_info` run and held to the seeds'
 per-card figures and to the inventory's weights and KV."""
@@ -175,9 +175,9 @@ def test_every_vllm_seat_declares_its_checkpoint_weights(seats):
 
 @pytest.fixture(scope="module")
 def sizing():
-    """Run `ansible-playbook -i inventories/fv-ml1 playbooks/kv-sizing.yml` (what `make demo`
+    """Run `ansible-playbook -i inventories/fv-ml1 playbooks/kv_sizing.yml` (what `make demo`
     runs) with the json callback, and return its tasks' results: the sizing and the table."""
-    proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1", "playbooks/kv-sizing.yml"],
+    proc = run_ansible(["ansible-playbook", "-i", "inventories/fv-ml1", "playbooks/kv_sizing.yml"],
                        extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     tasks = {task["task"]["name"]: task["hosts"]["fv-ml1"]
@@ -318,7 +318,7 @@ def _run_on_a_copy(tmp_path, edit):
     shutil.copytree(INVENTORY, copy)
     host_vars = copy / "host_vars" / "fv-ml1.yml"
     host_vars.write_text(edit(host_vars.read_text()))
-    proc = run_ansible(["ansible-playbook", "-i", str(copy), "playbooks/kv-sizing.yml"])
+    proc = run_ansible(["ansible-playbook", "-i", str(copy), "playbooks/kv_sizing.yml"])
     assert proc.returncode != 0
     assert "Traceback" not in proc.stdout + proc.stderr
     return proc.stdout + proc.stderr

@@ -1,5 +1,5 @@
 """The gateway contract through a real LiteLLM proxy (litellm[proxy]==1.108.7, built by
-scripts/bootstrap-litellm), driven by real ansible-playbook runs of playbooks/gateway-smoke.yml.
+scripts/bootstrap-litellm), driven by real ansible-playbook runs of playbooks/gateway_smoke.yml.
 
 Behind the proxy sit the twin's vLLM stand-ins (tests/twin/seat/vllm) as host processes on the
 twin's simulated GPU driver, started with the flags each contract needs, and a scalar-judge
@@ -185,14 +185,14 @@ def gateway(litellm_bin, tmp_path_factory):
 
 
 def smoke(tmp: Path, url: str, routes: list, api_key: str | None, *options: str):
-    """ansible-playbook playbooks/gateway-smoke.yml against one gateway host."""
+    """ansible-playbook playbooks/gateway_smoke.yml against one gateway host."""
     inventory = tmp / "inventory.json"
     host_vars = {"ansible_connection": "local", "llmfleet_gateway_url": url,
                  "llmfleet_gateway_routes": routes, "llmfleet_gateway_timeout": 30,
                  "ansible_python_interpreter": str(REPO_ROOT / ".venv" / "bin" / "python")}
     inventory.write_text(json.dumps({"gateways": {"hosts": {"gw": host_vars}}}))
     env = {"LLMFLEET_GATEWAY_API_KEY": api_key} if api_key else {}
-    return run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/gateway-smoke.yml",
+    return run_ansible(["ansible-playbook", "-i", str(inventory), "playbooks/gateway_smoke.yml",
                         *options], extra_env=env)
 
 
@@ -270,7 +270,7 @@ BROKEN = [
      ' "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'),
     ("channel marker after the tool result", "char-rp", "tools",
      "route char-rp, check tools: the turn after the tool result leaks <|channel>, <channel|>"
-     " into content (the seat needs --reasoning-parser; vllm#45834)"),
+     " into content (the seat needs --reasoning-parser)"),
     ("dead route", "dead-seat", "chat",
      "route dead-seat, check chat: HTTP 500: litellm.InternalServerError"),
 ]

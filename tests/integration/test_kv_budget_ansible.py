@@ -1,5 +1,5 @@
 """llmfleet.seats.kv_budget and the KV filters through the real `ansible` command, against the
-reference's vectors (shared/reference/vllm-kv-sizing.md §8)."""
+8 GiB vectors of the KV unit tests (tests/unit/plugins/module_utils/_sizing/test_kv_sizing.py)."""
 
 from __future__ import annotations
 

@@ -82,9 +82,8 @@ def test_the_comparison_catches_an_off_by_one(tmp_path):
 
 @pytest.mark.parametrize("release", list(MODELLED.values()))
 def test_no_modelled_release_profiles_or_validates_a_pinned_budget(release):
-    """vLLM PR #56698 proposes profiling and validating ``kv_cache_memory_bytes`` instead of
-    skipping the memory profile; were a modelled release to include it, its pre-gate and
-    footprint would change. Every one still runs the compile-only profile, logs that it skipped
+    """A release that profiled and validated ``kv_cache_memory_bytes`` instead of skipping the
+    memory profile would change the seat's pre-gate and footprint. Every modelled one runs the compile-only profile, logs that it skipped
     memory profiling and returns the pinned bytes unchecked."""
     try:
         root = release_sources(release)

@@ -5,12 +5,31 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""A real client's view of each route: OpenAI-style chat requests against a LiteLLM gateway or
-straight against a vLLM seat, judged the way the seat's consumers would judge the answers.
+"""The gateway_smoke checks: a real client's view of each route, through a LiteLLM gateway or
+straight on a vLLM seat (``/v1/chat/completions`` of either), judged as the seat's consumers
+judge the answers.
 
 Health endpoints lie (vLLM's /health is 200 with a broken engine; LiteLLM's /health fails
-reasoning models with max_tokens=1), so every check here is a real completion. Pure standard
-library (http.client, json): it runs wherever the module runs.
+reasoning models with max_tokens=1), so every check is a real completion:
+
+- ``chat``: one request; a prose route must answer in ``content`` with no think block, channel
+  marker or raw tool-call syntax left in it.
+- ``stream``: the same, streamed; the stream must reach ``data: [DONE]``, and the time to the
+  first token is measured.
+- ``reasoning``: a streamed question whose reasoning must arrive in ``delta.reasoning`` (vLLM)
+  or ``delta.reasoning_content`` (LiteLLM) and the answer in ``content``.
+- ``tools``: one tool offered with ``tool_choice: auto``; a call with JSON arguments must come
+  back, then the turn after the tool result must answer in ``content`` with no markup.
+
+``normalize_routes`` checks the routes (model, checks, a ``max_tokens`` no smaller than 16,
+``prose``, ``extra_body``) and fills in their defaults; ``run_smoke`` runs every check of every
+route in order and returns one result per check (``ok``, ``detail`` naming what failed and, where
+it can, the seat flag that fixes it, latency, time to first token, the reasoning key seen);
+``failures_message`` and ``contract_table`` are what the operator reads. A check never raises
+for what the endpoint answers, only for input it cannot check (``GatewaySmokeError``). Requests
+go through the one HTTP client (``_common/http``), which scrubs the API key, in the forms a
+gateway echoes it, from every text that leaves here. Standard library only: it runs wherever
+the module runs.
 """
 
 from __future__ import annotations
@@ -48,8 +67,9 @@ WEATHER_TOOL = {
 WEATHER_RESULT = {"city": "Paris", "temperature_c": 21, "conditions": "sunny"}
 
 # Text a parser should have taken out of `content`: think blocks and Gemma-4/harmony channel
-# markers (reasoning left inline, or vllm#45834's post-tool-result leak) and raw tool-call syntax
-# (a seat without the right --tool-call-parser).
+# markers (reasoning left inline, or the open channel a seat without --reasoning-parser leaks
+# into the turn after a tool result) and raw tool-call syntax (a seat without the right
+# --tool-call-parser).
 REASONING_MARKUP = ("<think>", "</think>", "<|channel>", "<channel|>", "<|channel|>",
                     "<|message|>", "<|start|>", "<|end|>")
 TOOL_CALL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>",
@@ -404,7 +424,7 @@ def check_tools(client, route):
     leaked = _markup_in(content, REASONING_MARKUP + TOOL_CALL_MARKUP)
     if leaked:
         raise _Failure("the turn after the tool result leaks %s into content (the seat needs"
-                       " --reasoning-parser; vllm#45834): %s" % (", ".join(leaked), _quote(content)))
+                       " --reasoning-parser): %s" % (", ".join(leaked), _quote(content)))
     if not content.strip():
         raise _Failure("the turn after the tool result is empty: "
                        + _why_no_answer(route, finish_reason, _reasoning_text(follow_up)))

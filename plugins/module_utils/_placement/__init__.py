@@ -23,17 +23,17 @@ The objective, in order:
 How it is proven (docs/placement.md has the long form):
 
 * Pinned seats are fixed first. Upper bounds on the worst spare come from every set of GPUs (the
-  seats that may only use them must fit in them: a Hall-type fluid bound), from each seat
-  (it must fit on the GPUs it may use) and from the largest seats (pigeonhole: of the k * m + 1
-  largest pieces some GPU holds k + 1).
+  seats that may only use them must fit in them: a fluid bound), from each seat (it must fit on
+  the GPUs it may use) and from the largest seats (pigeonhole: of the k * m + 1 largest pieces
+  some GPU holds k + 1).
 * A greedy placement, improved by exact pairwise re-splits (a subset-sum per pair of GPUs),
   gives a first lower bound.
 * The gap is closed by bisection on the worst spare W, then a climb one MiB at a time near the
   top. "Is W feasible" is exact bin packing with capacities ``capacity - pinned - W``, decided
-  by bin completion (Korf 2003): the largest unplaced seat goes on some GPU, so branch on which
+  by bin completion: the largest unplaced seat goes on some GPU, so branch on which
   GPU and on what else fills it. A multi-GPU seat is one piece per GPU, at most one piece on a
   GPU. Only maximal fillings are tried; fillings where one or two seats could be swapped for a
-  larger left-out seat are skipped (Martello and Toth's dominance); GPUs that look the same to
+  larger left-out seat are skipped (swap dominance); GPUs that look the same to
   the seats still to place are tried once (symmetry); identical seats form one group; the total
   slack bounds the waste; subset-sum bitsets cut fillings that cannot reach the needed fill; and
   states that fail are remembered across targets (failing at W means failing above W).
@@ -183,7 +183,7 @@ def _refuse_impossible(problem, solver, upper, binding, min_spare_mib):
                    min_spare_mib - (room - seat.need)),
                 [ids[q] for _room, q in rooms[:seat.count]], min_spare_mib - (room - seat.need),
                 [seat.name])
-    # the Hall-type bound that binds: the same arithmetic as upper_bound(), pinned load first
+    # the fluid bound that binds: the same arithmetic as upper_bound(), pinned load first
     mask = sum(1 << pos for pos in binding)
     confined = [s for s in solver.loose if s.allowed & ~mask == 0]
     need = sum(s.need * s.count for s in confined)

@@ -74,7 +74,7 @@ class Groups:
 
 
 class Packer:
-    """Bin completion (Korf) over fixed GPU residuals.
+    """Bin completion over fixed GPU residuals.
 
     FEASIBLE stops at the first packing. PHYSICAL and MATCHING minimise moves by branch and
     bound below a budget: PHYSICAL over the real GPUs (strong when the worst spare leaves
@@ -281,7 +281,7 @@ class Packer:
         return found
 
     def _ordered(self, fillings, b):
-        """Cheapest, then fullest fillings first (Korf's value ordering); for MATCHING, those
+        """Cheapest, then fullest fillings first (value ordering); for MATCHING, those
         that let the most seats stay first. Only the first _SORTED_FILLINGS are sorted, so a
         roomy GPU cannot make us list millions of them."""
         sizes = self.g.size
@@ -401,7 +401,7 @@ class Packer:
             """Can groups i.. bring ``total`` to at least ``floor`` without passing room?"""
             return total + (reach[i] & ((2 << (room - total)) - 1)).bit_length() - 1 >= floor
 
-        # Swap dominance (Martello and Toth), FEASIBLE only: a filling where one seat, or two,
+        # Swap dominance, FEASIBLE only: a filling where one seat, or two,
         # could be exchanged for one left-out seat at least as large that still fits is never
         # needed, because the exchange leaves every other GPU no fuller. Pieces of multi-GPU
         # seats may come in but never go out (their other GPU may hold a sibling piece).

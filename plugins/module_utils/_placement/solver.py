@@ -93,7 +93,7 @@ class Solver:
                            reverse=True)
             room = rooms[seat.count - 1][0]
             consider(room - seat.need, [pos for _room, pos in rooms[:seat.count]])
-        # Hall-type fluid bound: the seats confined to a set of GPUs must fit in it
+        # fluid bound: the seats confined to a set of GPUs must fit in it
         if len(usable) <= 12:
             subsets = (c for k in range(1, len(usable) + 1) for c in itertools.combinations(usable, k))
         else:

@@ -170,7 +170,7 @@ def _arithmetic(seat):
 
 
 def sizing_markdown(host, sizing):
-    """Every seat of a host as its engine sizes it (playbooks/kv-sizing.yml), before placing:
+    """Every seat of a host as its engine sizes it (playbooks/kv_sizing.yml), before placing:
     KV budget and the rule that chose it, KV tokens, concurrency, footprint with the default
     overhead, and whether vLLM would boot; the problems last."""
     lines = ["## %s: sizing" % host, "",

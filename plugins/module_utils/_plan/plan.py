@@ -119,7 +119,7 @@ def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_fac
                kv_round_to=KV_ROUND_TO, gpu_profile=GPU_PROFILE,
                default_overhead_mib=DEFAULT_OVERHEAD_MIB):
     """Every seat of a host sized by its engine as the plan sizes it, without placing it (what
-    playbooks/kv-sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
+    playbooks/kv_sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
     ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
     overhead, ``boot_ok`` and ``boot_error``."""
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)

@@ -5,9 +5,10 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Stage 2, sizing: a model's config.json read into its layer geometry, the KV budget in bytes
-exactly as vLLM turns it into blocks, tokens and concurrency, and each seat's footprint per GPU
-(weights + KV + runtime overhead, measured at the plateau where it can be).
+"""Stage 2, sizing: a model's config.json read into its layer geometry, the attention backend
+each vLLM release runs it with, the KV budget in bytes exactly as vLLM turns it into blocks,
+tokens and concurrency, and each seat's footprint per GPU (weights + KV + runtime overhead,
+measured at the plateau where it can be).
 
 May import: _common, _cards (what a plateau snapshot shows a seat holding).
 """

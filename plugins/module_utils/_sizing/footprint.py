@@ -9,10 +9,10 @@
 
 vLLM's declared budget is not what the process needs: the CUDA context, NCCL and
 cuBLAS handles sit outside ``--gpu-memory-utilization``; CUDA graphs, the activation peak,
-FlashInfer's 394 MiB workspace and its autotuner allocate on top of the KV cache (reference
-§5). So the overhead is measured where it can be: at the plateau, days after a boot, as the
-seat's process memory less its weights and its KV. Otherwise it is the default below, which the
-operator can override per seat (``overhead_bytes``).
+FlashInfer's 394 MiB workspace and its autotuner allocate on top of the KV cache. So the
+overhead is measured where it can be: at the plateau, days after a boot, as the seat's process
+memory less its weights and its KV. Otherwise it is the default below, which the operator can
+override per seat (``overhead_bytes``).
 
 ``--gpu-memory-utilization`` then only gates the boot: the smallest 0.01 step whose
 ``ceil(total x util)`` covers the footprint plus a margin, so vLLM itself refuses to start a seat

@@ -1,7 +1,7 @@
 """One twin host: a network namespace on the twin's bridge, a mount namespace of its own, and
 the host's sshd, dockerd and simulated GPU driver running inside both.
 
-Measured on the project's machines (shared/reference/test-machine-facts.md): processes enter a
+Measured on the project's machines: processes enter a
 host with `nsenter --net=... --mount=...` (`ip netns exec` remounts /sys and dockerd then fails
 on the devices cgroup); the mount namespace is kept by a bind mount of its nsfs file
 (`unshare --mount=FILE`), so the host exists without any process holding it open.

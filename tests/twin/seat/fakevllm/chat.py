@@ -89,7 +89,7 @@ class Generation:
 
         pieces = []      # (channel, text): channel is "thinking", "answer" or "tool"
         if self.after_tool and not seat.reasoning_parser:
-            # the template leaves the prompt inside an open channel; it leaks (vllm #45834)
+            # the template leaves the prompt inside an open channel; without a reasoning parser it leaks
             pieces.append(("answer", "<|channel>thought\n<channel|>" if self.gemma else "<think>\n\n</think>\n\n"))
         elif thinking and not self.after_tool:
             pieces.append(("open", "<|channel>thought\n" if self.gemma else "<think>\n"))

@@ -1,5 +1,5 @@
-"""vLLM 0.33's KV cache planning, re-derived for the fake from the research notes
-(shared/reference/vllm-kv-sizing.md §2) and the wheel: per-layer pages, the hybrid block-size
+"""vLLM 0.33's KV cache planning, re-derived for the fake from vLLM 0.33's own planning code in
+its wheel: per-layer pages, the hybrid block-size
 alignment, grouping, bytes per block, the admission check with its null block, the capacity
 line, the Mamba max_num_seqs check. Every figure is per GPU (tensor-parallel rank).
 

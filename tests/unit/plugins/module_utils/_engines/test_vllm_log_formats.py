@@ -3,9 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The boot logs an operator meets beyond the rendered fixtures: vLLM's V0 engine (0.5 ... 0.10),
 Ray's nested worker prefixes, a speculative draft model's own context line, and every spelling
-of an OOM with where in the boot it happened. The lines have the shapes of public logs (vLLM
-issues #12664 and #5405 and pull requests #6234 and #10909 for V0's weights, block and
-concurrency lines and its worker prefixes); the figures are this test's own."""
+of an OOM with where in the boot it happened. The lines have the shapes V0 prints (its weights,
+block and concurrency lines and its worker prefixes, as operators' logs show them); the figures
+are this test's own."""
 from __future__ import annotations
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import vllm

@@ -50,7 +50,7 @@ def _cards(background=0, seat_mib=0):
 def test_the_plan_sizes_places_and_explains(inventory):
     plan = build_plan("twin1", GPUS, SEATS, str(inventory), kv_factor=1.25)
     seats = {s["name"]: s for s in plan["seats"]}
-    # reference §8: Qwen3-8B bf16 with 8 GiB at 32,768 tokens
+    # the 8 GiB vector of Qwen3-8B bf16 at 32,768 tokens
     assert seats["alpha"]["kv_cache_tokens"] == 58240 and seats["alpha"]["kv_rule"] == "pinned 8 GiB"
     assert seats["beta"]["kv_rule"] == "rule 1.25x" and seats["beta"]["max_concurrency"] >= 1.25
     assert seats["gamma"]["kv_rule"] == "exception 1.07x"

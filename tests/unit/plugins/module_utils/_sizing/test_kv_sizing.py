@@ -1,4 +1,4 @@
-"""vLLM 0.33 KV arithmetic: the reference's §8 vectors, vLLM's error texts, options, and the
+"""vLLM 0.33 KV arithmetic: the 8 GiB vectors, vLLM's error texts, options, and the
 sizing rule's minimality and monotonicity."""
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ def config(name):
 
 
 def evaluate(name, max_model_len, budget=EIGHT_G, **options):
-    options.setdefault("allow_long_max_model_len", True)  # §8 runs 131072 past some windows
+    options.setdefault("allow_long_max_model_len", True)  # the vectors run 131072 past some windows
     return evaluate_kv_budget(config(name), max_model_len, budget, **options)
 
 
-# shared/reference/vllm-kv-sizing.md §8: budget 8 GiB, TP=1, H100/H200 defaults.
+# The 8 GiB vectors: what vLLM 0.33 computes with --kv-cache-memory-bytes 8G, TP=1, H100/H200 defaults.
 # (model, kv dtype, block, KV B/token, bytes/block, blocks, L=32768, L=131072); a row entry is
 # (tokens, concurrency) when it boots, ("FAIL", estimated length) when the admission check fails.
-SECTION_8 = [
+EIGHT_GIB_VECTORS = [
     ("qwen3-8b", "auto", 16, 147456, 2359296, 3640, (58240, 1.78), ("FAIL", 58224)),
     ("qwen3-8b", "fp8", 16, 73728, 1179648, 7281, (116496, 3.56), ("FAIL", 116480)),
     ("qwen3-30b-a3b", "auto", 16, 98304, 1572864, 5461, (87376, 2.67), ("FAIL", 87360)),
@@ -65,7 +65,7 @@ SECTION_8 = [
 
 
 @pytest.mark.parametrize("name, kv_dtype, block, per_token, per_block, blocks, short, long",
-                         SECTION_8, ids=["%s-%s" % (row[0], row[1]) for row in SECTION_8])
+                         EIGHT_GIB_VECTORS, ids=["%s-%s" % (row[0], row[1]) for row in EIGHT_GIB_VECTORS])
 def test_reference_section_8_vectors(name, kv_dtype, block, per_token, per_block, blocks,
                                      short, long):
     for length, expected in ((32768, short), (131072, long)):
@@ -83,9 +83,9 @@ def test_reference_section_8_vectors(name, kv_dtype, block, per_token, per_block
             assert (result["kv_cache_tokens"], result["max_concurrency"]) == expected
 
 
-# Hybrid rows of §8: (model, kv dtype, block, bytes/block, blocks, L=32768, L=131072); they boot
+# The hybrid 8 GiB vectors: (model, kv dtype, block, bytes/block, blocks, L=32768, L=131072); they boot
 # only with max_num_seqs <= blocks, so the check runs with and without that limit.
-SECTION_8_HYBRID = [
+EIGHT_GIB_HYBRID_VECTORS = [
     ("qwen3-next-80b-a3b", "auto", 576, 14155776, 606, (300869, 9.18), (335146, 2.56)),
     ("qwen3-next-80b-a3b", "fp8", 1088, 13369344, 642, (525926, 16.05), (647294, 4.94)),
     ("qwen3.5-9b", "auto", 576, 18874368, 455, (225900, 6.89), (251636, 1.92)),
@@ -94,7 +94,7 @@ SECTION_8_HYBRID = [
 
 
 @pytest.mark.parametrize("name, kv_dtype, block, per_block, blocks, short, long",
-                         SECTION_8_HYBRID, ids=["%s-%s" % (r[0], r[1]) for r in SECTION_8_HYBRID])
+                         EIGHT_GIB_HYBRID_VECTORS, ids=["%s-%s" % (r[0], r[1]) for r in EIGHT_GIB_HYBRID_VECTORS])
 def test_reference_section_8_hybrid_vectors(name, kv_dtype, block, per_block, blocks, short,
                                             long):
     for length, expected in ((32768, short), (131072, long)):
@@ -513,15 +513,6 @@ def test_a_release_outside_the_modelled_ones_is_refused_unless_the_nearest_is_as
     assert (nearest["vllm_version"], nearest["vllm_release"]) == ("0.34.0", "0.33.0")
 
 
-def test_before_0_18_the_mla_backend_forces_its_block_size():
-    def block(version, gpu, **options):
-        return evaluate("deepseek-v2-lite", 8192, vllm_version=version, gpu=gpu, **options)["block_size"]
-    assert (block("0.17.1", "h100"), block("0.18.1", "h100")) == (64, 16), "FlashMLA, then FlashAttention MLA"
-    assert block("0.17.1", "b200") == 64 and block("0.14.1", "b200") == 128, "FlashInfer MLA from 0.15, CUTLASS before"
-    assert block("0.17.1", "a100") == 16
-    assert block("0.11.2", "h100", block_size=128) == 128 and block("0.10.2", "h100", block_size=128) == 64
-
-
 def gdn_groups(version, **options):
     result = evaluate("qwen3-next-80b-a3b", 32768, vllm_version=version, **options)
     mamba = result["groups"][0]
@@ -564,111 +555,3 @@ def test_qwen3_5_is_refused_by_the_releases_that_do_not_serve_it():
         assert str(refused.value) == "seat s: model_type: expected a model vLLM %s serves (%s came in %s), got %r" % (
             last_without, model_type, first_with[:4], model_type)
         assert evaluate_kv_budget(model_config, 32768, EIGHT_G, vllm_version=first_with)["block_size"] == 528
-
-
-def mla_pick(model_config, version, **options):
-    result = evaluate_kv_budget(model_config, 32768, EIGHT_G, vllm_version=version, **options)
-    return result["attention_backend"], result["block_size"]
-
-
-def test_from_0_18_an_mla_model_takes_the_first_backend_that_serves_it():
-    wide = config("deepseek-v2-lite")  # 512 + 64: the 576-wide latent heads the fast kernels need
-    narrow = dict(wide, kv_lora_rank=256, qk_rope_head_dim=32)
-    for version in ("0.18.1", "0.26.0", "0.33.0"):
-        assert mla_pick(wide, version) == ("FLASH_ATTN_MLA", 16)
-        assert mla_pick(wide, version, kv_cache_dtype="fp8") == ("FLASHMLA", 64)
-        # a --block-size FlashMLA cannot split, or heads it has no kernel for: Triton MLA
-        assert mla_pick(wide, version, kv_cache_dtype="fp8", block_size=16) == ("TRITON_MLA", 16)
-        assert mla_pick(narrow, version) == mla_pick(narrow, version, gpu="b200") == ("TRITON_MLA", 16)
-    # FlashInfer MLA takes 192-wide nope heads from 0.19; before, B200 falls to CUTLASS MLA
-    nope_192 = dict(wide, qk_nope_head_dim=192)
-    assert mla_pick(nope_192, "0.18.1", gpu="b200") == ("CUTLASS_MLA", 128)
-    assert mla_pick(nope_192, "0.19.1", gpu="b200") == ("FLASHINFER_MLA", 32)
-
-
-def test_from_0_11_to_0_17_an_mla_model_runs_the_preselected_or_first_valid_backend_at_the_forced_block():
-    wide = config("deepseek-v2-lite")  # 128-wide nope heads
-    # Hopper: FlashAttention MLA (FlashMLA for an fp8 cache), in the 64-token blocks forced for FlashMLA
-    assert mla_pick(wide, "0.17.1") == ("FLASH_ATTN_MLA", 64)
-    assert mla_pick(wide, "0.11.2", kv_cache_dtype="fp8") == ("FLASHMLA", 64)
-    # Blackwell: CUTLASS MLA preselected to 0.14; from 0.15 FlashInfer MLA for 128-wide nope heads
-    assert mla_pick(wide, "0.14.1", gpu="b200") == ("CUTLASS_MLA", 128)
-    assert mla_pick(wide, "0.15.1", gpu="b200") == ("FLASHINFER_MLA", 64)
-    assert mla_pick(dict(wide, qk_nope_head_dim=192), "0.15.1", gpu="b200") == ("CUTLASS_MLA", 128)
-    assert mla_pick(wide, "0.17.1", gpu="a100") == ("TRITON_MLA", 16)
-    # every MLA backend takes only 576-wide latent heads; Triton MLA, Ampere's, no fp8 cache
-    with pytest.raises(KVSizingError) as refused:
-        evaluate_kv_budget(dict(wide, kv_lora_rank=256, qk_rope_head_dim=32), 32768, EIGHT_G, seat="s",
-                           vllm_version="0.17.1")
-    assert str(refused.value) == ("seat s: kv_lora_rank + qk_rope_head_dim: expected the 576-wide latent heads "
-                                  "every MLA attention backend of vLLM 0.17.1 takes, got 288")
-    with pytest.raises(KVSizingError) as refused:
-        evaluate_kv_budget(wide, 32768, EIGHT_G, seat="s", vllm_version="0.17.1", gpu="a100", kv_cache_dtype="fp8")
-    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype an MLA attention backend of "
-                                  "vLLM 0.17.1 takes on this card (auto, bfloat16), got 'fp8'")
-
-
-def test_0_10_picks_backends_case_by_case_and_its_kernels_refuse_what_they_cannot_run():
-    eighty = dict(config("qwen3-8b"), head_dim=80)
-    assert backend("qwen3-8b", "0.10.2", gpu="b200") == "FLASHINFER"
-    assert backend("qwen3-8b", "0.10.2", gpu="a100") == "FLASH_ATTN"
-    assert backend(eighty, "0.10.2", gpu="a100") == "FLEX_ATTENTION", "no FlashAttention kernel for 80-wide heads"
-    assert backend("gpt-oss-20b", "0.10.2", gpu="a100", kv_cache_dtype="fp8") == "TRITON_ATTN"
-    assert backend("qwen3-8b", "0.10.2", kv_cache_dtype="fp8") == "FLASH_ATTN", "FA3 on Hopper"
-    with pytest.raises(KVSizingError) as refused:
-        evaluate_kv_budget(config("qwen3-8b"), 8192, EIGHT_G, seat="s", vllm_version="0.10.2", gpu="a100",
-                           kv_cache_dtype="fp8")
-    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype FLASH_ATTN, the backend vLLM "
-                                  "0.10.2 runs this model with on this card, takes (auto), got 'fp8'")
-    with pytest.raises(KVSizingError) as refused:
-        evaluate_kv_budget(eighty, 8192, EIGHT_G, seat="s", vllm_version="0.10.2", gpu="a100", block_size=32)
-    assert str(refused.value) == ("seat s: block_size: expected 16, the one block FLEX_ATTENTION (the backend vLLM "
-                                  "0.10.2 runs this model with) takes, got 32")
-
-
-def test_each_release_takes_the_cache_dtypes_its_cli_offers_and_a_backend_serves():
-    def refusal(version, **options):
-        with pytest.raises(KVSizingError) as refused:
-            evaluate_kv_budget(config("qwen3-8b"), 8192, EIGHT_G, seat="s", vllm_version=version, **options)
-        return str(refused.value)
-    assert refusal("0.10.2", kv_cache_dtype="bfloat16") == (
-        "seat s: kv_cache_dtype: expected one of auto, fp8, fp8_e4m3, fp8_e5m2 (vLLM 0.10.2's choices), got 'bfloat16'")
-    assert refusal("0.17.1", kv_cache_dtype="float16").startswith(
-        "seat s: kv_cache_dtype: expected one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (vLLM 0.17.1's choices)")
-    assert refusal("0.12.0", mamba_ssm_cache_dtype="float16") == (
-        "seat s: mamba_ssm_cache_dtype: expected one of auto, float32 (vLLM 0.12.0's choices), got 'float16'")
-    # the CLI offers bfloat16 from 0.11, but no attention backend lists it before 0.15
-    assert refusal("0.14.1", kv_cache_dtype="bfloat16") == (
-        "seat s: kv_cache_dtype: expected a KV cache dtype an attention backend of vLLM 0.14.1 takes (bfloat16 "
-        "comes in 0.15), got 'bfloat16'")
-    assert backend("qwen3-8b", "0.15.1", kv_cache_dtype="bfloat16") == "FLASH_ATTN"
-    assert backend("qwen3-8b", "0.18.1", kv_cache_dtype="float16") == "FLASH_ATTN"
-
-
-def test_no_mla_backend_takes_an_fp8_e5m2_cache_from_0_18():
-    with pytest.raises(KVSizingError) as refused:
-        evaluate_kv_budget(config("deepseek-v2-lite"), 32768, EIGHT_G, seat="s", vllm_version="0.26.0",
-                           kv_cache_dtype="fp8_e5m2")
-    assert str(refused.value) == ("seat s: kv_cache_dtype: expected a KV cache dtype an MLA attention backend of "
-                                  "vLLM 0.26.0 takes (auto, bfloat16, fp8, fp8_e4m3), got 'fp8_e5m2'")
-
-
-def backend(model_config, version, **options):
-    model_config = config(model_config) if isinstance(model_config, str) else model_config
-    return evaluate_kv_budget(model_config, 8192, EIGHT_G, vllm_version=version, **options)["attention_backend"]
-
-
-def test_from_0_11_the_backend_is_the_first_of_the_cards_priority_list_that_serves_the_model():
-    # gpt-oss's attention sinks: FlashAttention has them on Hopper only, FlashInfer on RTX PRO
-    # (SM120) from 0.28 and on Hopper from 0.30, Triton everywhere
-    assert [backend("gpt-oss-20b", version, gpu="rtx-pro-6000") for version in ("0.27.1", "0.28.0")] == \
-        ["TRITON_ATTN", "FLASHINFER"]
-    assert [backend("gpt-oss-20b", version, kv_cache_dtype="fp8_e5m2") for version in ("0.17.1", "0.22.1", "0.30.0")] \
-        == ["FLASH_ATTN", "TRITON_ATTN", "FLASHINFER"], "FA3 takes no e5m2 cache from 0.22"
-    assert [backend("gpt-oss-20b", version, gpu="a100", kv_cache_dtype="fp8") for version in ("0.11.2", "0.18.1")] \
-        == ["TRITON_ATTN", "TRITON_ATTN"], "FlashInfer has no sinks on Ampere, FlashAttention none off Hopper"
-    # FlashInfer serves heads of 64, 128, 256 (512 from 0.22): an 80-wide head on B200 is FlashAttention's,
-    # from 0.12 (before, its heads are a list without 80)
-    eighty = dict(config("qwen3-8b"), head_dim=80)
-    assert [backend(eighty, version, gpu="b200") for version in ("0.11.2", "0.12.0")] == ["TRITON_ATTN", "FLASH_ATTN"]
-    assert backend("qwen3-8b", "0.33.0", gpu="b200", kv_cache_dtype="fp8") == "FLASHINFER"

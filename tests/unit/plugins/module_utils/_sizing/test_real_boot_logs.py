@@ -1,7 +1,7 @@
-"""Public vLLM boot logs of several releases, whose models' configs are public
-(tests/unit/fixtures/vllm_logs/real_boots.json, each entry with its source): at the KV memory
-the log printed, rounded as printed, the modelled arithmetic of that log's release must bracket
-the printed "GPU KV cache size" and "Maximum concurrency". Where the releases' arithmetic differs
+"""Boot logs of several vLLM releases as other operators' engines printed them, of models whose
+configs are public (tests/unit/fixtures/vllm_logs/real_boots.json, each entry saying what booted
+on which card): at the KV memory the log printed, rounded as printed, the modelled arithmetic of
+that log's release must bracket the printed "GPU KV cache size" and "Maximum concurrency". Where the releases' arithmetic differs
 (hybrid layouts before 0.20 count the capacity line's tokens by blocks per group), 0.33's
 misses the log: the entries marked ``latest_misses``."""
 
@@ -47,11 +47,11 @@ def test_the_modelled_release_brackets_what_the_log_printed(boot):
     low, high = _bracket(boot, boot["vllm_version"])
     assert low["boot_ok"] and high["boot_ok"], (low["boot_error"], high["boot_error"])
     assert low["kv_cache_tokens"] <= printed["tokens"] <= high["kv_cache_tokens"], (
-        boot["source"], low["kv_cache_tokens"], printed["tokens"], high["kv_cache_tokens"])
+        boot["boot"], low["kv_cache_tokens"], printed["tokens"], high["kv_cache_tokens"])
     assert low["max_concurrency_exact"] - 0.005 <= printed["concurrency"] <= high["max_concurrency_exact"] + 0.005, (
-        boot["source"], low["max_concurrency_exact"], printed["concurrency"], high["max_concurrency_exact"])
+        boot["boot"], low["max_concurrency_exact"], printed["concurrency"], high["max_concurrency_exact"])
     if "num_gpu_blocks" in printed:
-        assert low["num_blocks"] <= printed["num_gpu_blocks"] <= high["num_blocks"], boot["source"]
+        assert low["num_blocks"] <= printed["num_gpu_blocks"] <= high["num_blocks"], boot["boot"]
 
 
 @pytest.mark.parametrize("boot", [b for b in BOOTS if b.get("latest_misses")],
@@ -70,11 +70,11 @@ def test_the_logs_span_releases_and_layouts():
     assert any(boot["options"].get("kv_cache_dtype") == "fp8" for boot in BOOTS)
 
 
-def test_each_log_is_a_public_one_of_a_modelled_release():
+def test_each_log_is_a_boot_of_a_modelled_release():
     for boot in BOOTS:
-        assert boot["source"].startswith("https://") and boot["lines"], boot
+        assert boot["boot"].startswith("vLLM %s, " % boot["vllm_version"]) and boot["lines"], boot
         printed = boot["printed"]
         assert any("Available KV cache memory: %s GiB" % printed["available_kv_gib"] in line for line in boot["lines"])
         assert any("GPU KV cache size: {:,} tokens".format(printed["tokens"]) in line for line in boot["lines"])
         assert any("version %s" % boot["vllm_version"] in line or "LLM engine (v%s)" % boot["vllm_version"] in line
-                   for line in boot["lines"]), boot["source"]
+                   for line in boot["lines"]), boot["boot"]
