@@ -1,4 +1,5 @@
-"""The flags each modelled vLLM release's ``vllm serve`` takes, read from its own source.
+"""The flags each modelled vLLM release's ``vllm serve`` takes, and the names its parser flags
+take, read from its own source.
 
 ``vllm serve``'s parser is built from two places: the engine's arguments
 (``vllm/engine/arg_utils.py``, one ``add_argument("--flag", ...)`` per flag) and the frontend's
@@ -116,31 +117,46 @@ def parsers_of(release):
     return found
 
 
-def table_text(by_release):
-    """The collection's table: the first release's flags, then each one's changes."""
+def _delta_lines(by_release, indent):
+    """The first release's names, then each later one's additions and removals."""
+    releases, pad = list(by_release), " " * indent
+    lines = ["%s(%r, (" % (pad, releases[0])]
+    lines += ["%s    %r," % (pad, name) for name in by_release[releases[0]]]
+    lines += ["%s)), (" % pad]
+    for before, release in zip(releases, releases[1:]):
+        added = sorted(set(by_release[release]) - set(by_release[before]))
+        removed = sorted(set(by_release[before]) - set(by_release[release]))
+        lines.append("%s    (%r, (" % (pad, release))
+        lines += ["%s        %r," % (pad, name) for name in added]
+        lines.append("%s    ), (" % pad)
+        lines += ["%s        %r," % (pad, name) for name in removed]
+        lines.append("%s    ))," % pad)
+    lines.append("%s)" % pad)
+    return lines
+
+
+def table_text(flags_by_release, parsers_by_release):
+    """The collection's table: the flags, then the parser names, each as the first release's and
+    then each later one's changes."""
     lines = ['# Copyright (c) 2026, llmfleet.seats contributors',
              '# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)',
              '# SPDX-License-Identifier: GPL-3.0-or-later', '',
              '# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.',
              '# Do not use this from other collections or standalone plugins/modules!', '',
-             '"""The flags ``vllm serve`` takes in each modelled release, read from that release\'s own source',
-             'by tests/differential/vllm_cli_flags.py (which writes this file; do not edit it by hand).',
+             '"""The flags ``vllm serve`` takes in each modelled release, and the parser names its',
+             '``--tool-call-parser`` and ``--reasoning-parser`` take, read from that release\'s own source by',
+             'tests/differential/vllm_cli_flags.py (which writes this file; do not edit it by hand).',
              '',
-             '``FIRST`` holds the oldest release\'s flags; ``CHANGES`` each later release\'s additions and',
-             'removals against the one before it. Pure data."""', '', 'from __future__ import annotations', '']
-    releases = list(by_release)
-    lines.append("FIRST = (%r, (" % releases[0])
-    lines += ["    %r," % flag for flag in by_release[releases[0]]]
-    lines += ["))", "", "CHANGES = ("]
-    for before, release in zip(releases, releases[1:]):
-        added = sorted(set(by_release[release]) - set(by_release[before]))
-        removed = sorted(set(by_release[before]) - set(by_release[release]))
-        lines.append("    (%r, (" % release)
-        lines += ["        %r," % flag for flag in added]
-        lines.append("    ), (")
-        lines += ["        %r," % flag for flag in removed]
-        lines.append("    )),")
-    lines.append(")")
+             '``FLAGS`` and each of ``PARSERS`` hold ``(first, changes)``: the oldest release\'s names, then',
+             'each later release\'s additions and removals against the one before it. Pure data."""', '',
+             'from __future__ import annotations', '', 'FLAGS = (']
+    lines += _delta_lines(flags_by_release, 4)
+    lines += [")", "", "PARSERS = {"]
+    for field in PARSER_DIRS:
+        lines.append("    %r: (" % field)
+        lines += _delta_lines({release: parsers[field] for release, parsers in parsers_by_release.items()}, 8)
+        lines.append("    ),")
+    lines.append("}")
     return "\n".join(lines) + "\n"
 
 
@@ -148,7 +164,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite %s" % TABLE.relative_to(REPO))
     args = parser.parse_args(argv)
-    text = table_text({release: flags_of(release) for release in RELEASES})
+    text = table_text({release: flags_of(release) for release in RELEASES},
+                      {release: parsers_of(release) for release in RELEASES})
     if args.write:
         TABLE.write_text(text)
     else:

@@ -126,3 +126,9 @@ def release_files(version, wanted, cache_dir=CACHE, index=PYPI):
 def wheel_name(root):
     """The wheel a release_files directory was read from."""
     return json.loads((Path(root) / NAMES).read_text())["wheel"]
+
+
+def wheel_names(version, cache_dir=CACHE, index=PYPI):
+    """The Python files ``version``'s wheel holds (read once, kept beside its files)."""
+    root = release_files(version, (), cache_dir, index)
+    return json.loads((root / NAMES).read_text())["names"]

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import release_flags
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import release_flags, release_parsers
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from conftest import REPO_ROOT
 from support.need import need_root_and
@@ -122,3 +122,11 @@ def test_the_flags_read_from_0_32s_source_are_the_real_parsers():
     assert table <= set(live)
     assert {flag for flag in set(live) - table if not flag.startswith("--no-")} == {"-h", "--help"}
     assert all("--" + flag[5:] in table for flag in set(live) - table if flag.startswith("--no-"))
+
+
+def test_the_parser_names_read_from_0_32s_source_are_the_real_registries():
+    """The names the plan accepts for --tool-call-parser and --reasoning-parser on 0.32 are the
+    ones its API server's registries hold."""
+    (live,) = _parse("--parsers")
+    for field, names in live.items():
+        assert release_parsers("0.32.0", field) == set(names), field

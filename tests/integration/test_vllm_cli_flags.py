@@ -1,6 +1,7 @@
-"""The collection's table of each release's ``vllm serve`` flags (plugins/module_utils/_engines/
-vllm_flags.py) is what each release's own source defines: regenerated from the wheels' sources
-(tests/differential/vllm_cli_flags.py) it must come out byte for byte."""
+"""The collection's table of each release's ``vllm serve`` flags and parser names
+(plugins/module_utils/_engines/vllm_flags.py) is what each release's own source defines:
+regenerated from the wheels' sources (tests/differential/vllm_cli_flags.py) it must come out
+byte for byte."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 
 def test_the_table_is_what_each_releases_source_defines():
-    regenerated = vllm_cli_flags.table_text({release: vllm_cli_flags.flags_of(release)
-                                             for release in vllm_cli_flags.RELEASES})
+    regenerated = vllm_cli_flags.table_text(
+        {release: vllm_cli_flags.flags_of(release) for release in vllm_cli_flags.RELEASES},
+        {release: vllm_cli_flags.parsers_of(release) for release in vllm_cli_flags.RELEASES})
     assert regenerated == vllm_cli_flags.TABLE.read_text(), \
         "stale: run python tests/differential/vllm_cli_flags.py --write"

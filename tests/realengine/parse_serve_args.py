@@ -6,9 +6,11 @@ Run by the real engine's own python (.build/real-vllm/venv):
 
     python parse_serve_args.py '[["MODEL", "--max-model-len", "2048", ...], ...]'
     python parse_serve_args.py --flags
+    python parse_serve_args.py --parsers
 
 Prints one JSON object per command line: {"ok": true} or {"ok": false, "error": "..."}; with
---flags, the JSON list of every option string the parser defines.
+--flags, the JSON list of every option string the parser defines; with --parsers, the names
+each parser flag takes, as the API server's own registries hold them.
 """
 
 import contextlib
@@ -45,9 +47,21 @@ def parse(argv):
     return {"ok": True}
 
 
+def registered_parsers():
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {field: sorted(set(manager.lazy_parsers) | set(getattr(manager, registered)))
+            for field, manager, registered in (("tool_call_parser", ToolParserManager, "tool_parsers"),
+                                               ("reasoning_parser", ReasoningParserManager, "reasoning_parsers"))}
+
+
 def main(command_lines):
     if command_lines == "--flags":
         print(json.dumps(sorted({flag for action in serve_parser()._actions for flag in action.option_strings})))
+        return
+    if command_lines == "--parsers":
+        print(json.dumps(registered_parsers()))
         return
     for argv in json.loads(command_lines):
         print(json.dumps(parse(argv)), flush=True)

@@ -15,6 +15,7 @@ planned context, and its boot log must print the planned KV line with no OOM.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -28,7 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import CHANGES, FIRST
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import FLAGS, PARSERS
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
     VllmLogError,
     matches_printed_gib,
@@ -120,6 +121,8 @@ _FIELD_FLAGS = (("default_chat_template_kwargs", "--default-chat-template-kwargs
                 ("max_num_batched_tokens", "--max-num-batched-tokens"), ("block_size", "--block-size"))
 MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
 SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
+# a parser of the operator's own, registered from this file, takes a name no release knows
+_PARSER_PLUGIN_FLAGS = (("tool_call_parser", "--tool-parser-plugin"), ("reasoning_parser", "--reasoning-parser-plugin"))
 _PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The planned numbers a plan seat carries, once.
 PLANNED_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
@@ -187,22 +190,37 @@ def extra_arg_problem(arg):
     return None
 
 
+def _release_names(table, release):
+    """One release's names from a ``(first, changes)`` table of vllm_flags.py; KeyError for a
+    release it does not model."""
+    (first, names), changes = table
+    found, names = first == release, set(names)
+    for version, added, removed in changes:
+        if found:
+            break
+        names.update(added)
+        names.difference_update(removed)
+        found = version == release
+    if not found:
+        raise KeyError(release)
+    return frozenset(names)
+
+
 def release_flags(release):
     """The flags ``vllm serve`` of a modelled ``release`` takes (vllm_flags.py, read from its source)."""
     if release not in _RELEASE_FLAGS:
-        flags, found = set(FIRST[1]), FIRST[0] == release
-        for version, added, removed in CHANGES:
-            if found:
-                break
-            flags.update(added)
-            flags.difference_update(removed)
-            found = version == release
-        if not found:
-            raise KeyError(release)
-        _RELEASE_FLAGS[release] = frozenset(flags)
+        _RELEASE_FLAGS[release] = _release_names(FLAGS, release)
     return _RELEASE_FLAGS[release]
 
 
+def release_parsers(release, field):
+    """The names ``release`` registers for ``field`` (``tool_call_parser`` or ``reasoning_parser``)."""
+    if (release, field) not in _RELEASE_FLAGS:
+        _RELEASE_FLAGS[(release, field)] = _release_names(PARSERS[field], release)
+    return _RELEASE_FLAGS[(release, field)]
+
+
+# what release_flags and release_parsers read, by release (and field)
 _RELEASE_FLAGS = {}
 
 
@@ -302,6 +320,14 @@ def _release_takes(check, where, seat):
         if unknown:
             check.fail(where, "extra_args", "flags vLLM %s's vllm serve takes (its own argument definitions have "
                        "no %s)" % (shown, unknown), unknown)
+    for field, plugin_flag in _PARSER_PLUGIN_FLAGS:
+        plugged = any(arg.split("=", 1)[0].replace("_", "-") == plugin_flag for arg in seat["extra_args"])
+        names = release_parsers(release["release"], field)
+        if seat.get(field) and not plugged and seat[field] not in names:
+            close = difflib.get_close_matches(seat[field], sorted(names), n=3)
+            check.fail(where, field, "a name vLLM %s registers for %s (%s), or its plugin file in extra_args (%s)"
+                       % (shown, dict(_FIELD_FLAGS)[field], "did you mean %s?" % " or ".join(close) if close
+                          else ", ".join(sorted(names)), plugin_flag), seat[field])
 
 
 def _extra_args(check, where, args):

@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import plan_notes, release_flags, unknown_flag
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import CHANGES, FIRST
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import (
+    plan_notes,
+    release_flags,
+    release_parsers,
+    unknown_flag,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import FLAGS
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import size_seats
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import SeatSpecError, normalize_host
 
@@ -33,7 +38,7 @@ def _refusal(**fields):
 
 
 def test_every_modelled_release_has_its_flags():
-    releases = [FIRST[0]] + [release for release, _added, _removed in CHANGES]
+    releases = [FLAGS[0][0]] + [release for release, _added, _removed in FLAGS[1]]
     assert releases[0] == "0.10.2" and releases[-1] == "0.33.0"
     for release in releases:
         assert {"--port", "--max-model-len", "--kv-cache-memory-bytes", "--served-model-name"} <= release_flags(release)
@@ -71,6 +76,23 @@ def test_a_field_whose_flag_the_release_lacks_is_refused():
     assert "default_chat_template_kwargs: expected no value: vLLM 0.13.0's vllm serve has no " \
         "--default-chat-template-kwargs" in refused, refused
     assert _refusal(image="vllm/vllm-openai:v0.14.1", default_chat_template_kwargs={"enable_thinking": False}) is None
+
+
+def test_a_parser_name_the_release_does_not_register_is_refused():
+    # gemma4's tool parser is in 0.33; 0.10.2 had none of that name (and minimax's went since)
+    assert "gemma4" in release_parsers("0.33.0", "tool_call_parser")
+    assert "gemma4" not in release_parsers("0.10.2", "tool_call_parser")
+    assert {"hermes", "mistral", "minimax"} <= release_parsers("0.10.2", "tool_call_parser")
+    assert "minimax" not in release_parsers("0.33.0", "tool_call_parser")
+    assert "deepseek_r1" in release_parsers("0.10.2", "reasoning_parser")
+    assert _refusal(tool_call_parser="gemma4") is None
+    refused = _refusal(image="vllm/vllm-openai:v0.10.2", tool_call_parser="gemma4")
+    assert "tool_call_parser: expected a name vLLM 0.10.2 registers for --tool-call-parser" in refused, refused
+    assert "got 'gemma4'" in refused and "--tool-parser-plugin" in refused
+    typo = _refusal(reasoning_parser="qwen")
+    assert "reasoning_parser: expected a name vLLM 0.33.0 registers for --reasoning-parser (did you mean qwen3" in typo
+    # a parser of the operator's own, registered by its plugin file, is the operator's to name
+    assert _refusal(tool_call_parser="my_parser", extra_args=["--tool-parser-plugin", "/srv/my_parser.py"]) is None
 
 
 def _cpu_seat(tmp_path, budget, **config):
