@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance import funding, pin_ledger
+from support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 RADIANCE = REPO / "tests" / "twin" / "seat" / "radiance"
@@ -147,8 +148,7 @@ def test_its_ledger_is_the_collections_formula_and_it_holds_what_it_prints(drive
     assert ask(port, 65536) == 400, "past max_model_len"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
-    time.sleep(0.2)
-    assert state(driver)["host"]["pinned_mib"] == 0, "its pin is the host's again"
+    wait_for(lambda: state(driver)["host"]["pinned_mib"] == 0, 30, "its pin to be the host's again")
 
 
 def test_a_pin_past_the_hosts_ram_kills_every_gpu_process_of_the_host(driver, model, tmp_path):

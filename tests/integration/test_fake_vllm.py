@@ -24,6 +24,7 @@ from fakevllm.kv import Layout, Plan, PlanError, capability  # noqa: E402  (the 
 from fakevllm.model import Model  # noqa: E402
 from support.fake_vllm import DRIVER, GPU0, GPU1, TOTAL_MIB, GpuDriver, Seat  # noqa: E402
 from support.litellm import free_port  # noqa: E402
+from support.wait import wait_for  # noqa: E402
 ASR = REPO / "tests" / "twin" / "seat" / "asr-seat"
 GIB, MIB = 2 ** 30, 2 ** 20
 
@@ -504,17 +505,17 @@ def test_memory_creeps_to_a_plateau_and_a_short_card_means_autotuner_fallbacks(g
                  env={"FAKE_VLLM_CREEP_MIB": "1000", "FAKE_VLLM_CREEP_SECONDS": "1", "FAKE_VLLM_CREEP_STEPS": "4"})
     engine_pid = gpus.processes(GPU0)[0]["pid"]
     at_boot = gpus.used_by(engine_pid, GPU0)
-    time.sleep(1.8)
+    wait_for(lambda: gpus.used_by(engine_pid, GPU0) >= at_boot + 1000, 60, "the four creep steps")
     assert gpus.used_by(engine_pid, GPU0) == at_boot + 1000
-    time.sleep(0.6)
+    time.sleep(2)  # two more creep intervals: a fifth step would show
     assert gpus.used_by(engine_pid, GPU0) == at_boot + 1000, "past the plateau it stays flat"
     seat.close()
 
     gpus.call({"op": "set_background", "uuid": GPU0, "mib": TOTAL_MIB - at_boot - 100})
     short = seats(models("qwen3-8b", QWEN3_8B), *PINNED,
                   env={"FAKE_VLLM_CREEP_MIB": "1000", "FAKE_VLLM_CREEP_SECONDS": "0.4", "FAKE_VLLM_CREEP_STEPS": "2"})
-    time.sleep(1.2)
-    assert short.output.count("[Autotuner]: OOM detected, falling back to default tactic") >= 2
+    wait_for(lambda: short.output.count("[Autotuner]: OOM detected, falling back to default tactic") >= 2, 60,
+             "two autotuner fall-backs")
     assert short.http("/health")[0] == 200, "fall-backs slow a seat down, they do not kill it"
 
 
@@ -666,10 +667,11 @@ def test_metrics_show_a_request_in_flight(seats, models):
     seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "40"})
     worker = threading.Thread(target=seat.chat, args=([{"role": "user", "content": "word " * 5000}],))
     worker.start()
-    time.sleep(0.3)
+    running = 'vllm:num_requests_running{model_name="gen-small",engine="0"} 1.0'
+    wait_for(lambda: running in seat.http("/metrics")[1], 60, "the request in flight")
     text = seat.http("/metrics")[1]
     worker.join()
-    assert 'vllm:num_requests_running{model_name="gen-small",engine="0"} 1.0' in text
+    assert running in text
     usage = float(text.split('vllm:kv_cache_usage_perc{model_name="gen-small",engine="0"} ')[1].split()[0])
     assert usage == pytest.approx(5007 / 58240, abs=1e-6)    # the prompt's tokens of the pool
     after = seat.http("/metrics")[1]

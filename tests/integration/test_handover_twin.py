@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from conftest import run_ansible
-from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_for, wait_healthy
+from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_healthy
+from support.wait import wait_for
 from test_adopt_twin import _adopt
 
 from twinlib import fleet

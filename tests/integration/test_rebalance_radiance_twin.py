@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env
-from support.rollout import live, twin_pair, wait_for
+from support.rollout import live, twin_pair
+from support.wait import wait_for
 
 from twinlib import fleet as twin_fleet
 

@@ -11,6 +11,7 @@ import pytest
 from support.adhoc import run_module
 from support.dockerd import private_dockerd
 from support.need import need_root_and
+from support.wait import wait_for
 import test_fake_vllm as fake
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log, reserved_matches
@@ -94,7 +95,7 @@ def test_autotuner_fallbacks_are_counted_while_the_seat_stays_up(gpus, seats, mo
     seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED,
                  env={"FAKE_VLLM_CREEP_MIB": "2000", "FAKE_VLLM_CREEP_SECONDS": "0.6",
                       "FAKE_VLLM_CREEP_STEPS": "3"})
-    time.sleep(1.5)
+    wait_for(lambda: parse_boot_log(seat.output)["autotuner_oom_fallbacks"] >= 2, 60, "two autotuner fall-backs")
     info = parse_boot_log(seat.output)
     assert info["ready"] and info["autotuner_oom_fallbacks"] >= 2
     assert info["oom_events"] == info["autotuner_oom_fallbacks"] and info["torch_oom_events"] == 0

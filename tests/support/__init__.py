@@ -6,6 +6,7 @@
 - ``support.need``: fail in CI (``CI=1``), skip elsewhere, when a test cannot get what it needs.
 - ``support.rollout``: the twin-pair fleet, rebalance runs on it, and what each host holds.
 - ``support.litellm``: the pinned LiteLLM proxy in front of seats.
+- ``support.wait``: wait on an event, never a bare sleep before an assert.
 - ``support.process``: a command run in its own process group, stopped as a group.
 - ``support.interrupt``: SIGTERM tears the fixtures down, as Ctrl-C does.
 - ``support.fuzz``: seeded malformations of valid input, for the never-crashes tests.

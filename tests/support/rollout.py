@@ -16,6 +16,7 @@ import yaml
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env, run_ansible
 from support.need import need_root_and
+from support.wait import wait_for
 
 from twinlib import fleet
 
@@ -127,15 +128,6 @@ def assert_rolled_back(before: dict, host: str = "twin1") -> None:
 
 def gates_failed(report: dict, host: str = "twin1") -> list:
     return [(g["seat"], g["gate"]) for g in report["hosts"][host]["gates"] if not g["ok"]]
-
-
-def wait_for(condition, timeout=120, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 OPERATOR = "llmfleet-op"
