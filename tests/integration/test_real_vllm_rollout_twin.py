@@ -57,7 +57,9 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
             applied = rebalance(hosts, twin_inventory, tmp_path / "applied", "-e", json.dumps({
                 "seat_rebalance_runtime_probe": True, "seat_rebalance_runtime_probe_fraction": 0.98,
                 "seat_rebalance_gateway_url": gateway.url, "seat_rebalance_gateway_api_key": gateway.master_key,
-                "seat_rebalance_gateway_routes": [{"model": "tiny", "checks": ["chat", "stream"]}]}))
+                "seat_rebalance_gateway_routes": [{"model": "tiny", "checks": ["chat", "stream"]}],
+                # its first deployment: nothing serves the route before the window
+                "seat_rebalance_gateway_broken_routes": ["tiny"]}))
         finally:
             stop(gateway.proc)
         assert gateway.master_key not in applied.stdout + applied.stderr
@@ -73,6 +75,7 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         assert probe_detail.startswith("a 2,007-token request (max_model_len 2,048) answered 200"), probe_detail
         for check in ("gateway_chat", "gateway_stream"):
             assert gates[("route tiny", check)]["ok"], gates[("route tiny", check)]
+            assert gates[("route tiny", check + "_before")]["detail"].startswith("broken before the window too")
         assert gates[("tiny", "kv_cache_tokens")]["measured"] == planned["kv_cache_tokens"] == 131072
         assert gates[("tiny", "kv_cache_tokens")]["detail"].startswith("the log's CPU KV cache size is 131,072 tokens")
         # the card holds what the engine's processes hold, and the plan's footprint covers it

@@ -228,10 +228,11 @@ def gateway(twin_inventory, tmp_path):
     stop(proxy.proc)
 
 
-def _gateway_args(gateway, routes):
+def _gateway_args(gateway, routes, broken_routes=()):
     return ["-e", json.dumps({"seat_rebalance_gateway_url": gateway.url,
                               "seat_rebalance_gateway_api_key": gateway.master_key,
-                              "seat_rebalance_gateway_routes": routes})]
+                              "seat_rebalance_gateway_routes": routes,
+                              "seat_rebalance_gateway_broken_routes": list(broken_routes)})]
 
 
 @pytest.mark.litellm
@@ -242,13 +243,32 @@ def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_on
     # seed 002's set: a reasoning parser, and thinking off by default so prose stays in content
     contract = {"reasoning_parser": "qwen3", "default_chat_template_kwargs": {"enable_thinking": False}}
     hosts = fleet_with(tmp_path, alpha=dict(contract, max_model_len=8192), gamma=contract)
-    proc = rebalance(hosts, twin_inventory, tmp_path / "ok", *_gateway_args(gateway, routes))
+
+    # Before this window alpha's thinking alias has no parser: its route is broken already, so the
+    # window stops before anything moves, saying so, until the operator names the route.
+    before = states()
+    refused = rebalance(hosts, twin_inventory, tmp_path / "refused", *_gateway_args(gateway, routes), check=False)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and gateway.master_key not in out
+    said = " ".join(out.split())  # the message as one line, whatever the callback wrapped
+    assert "broken before the window, so a failure after it could not be told from one it caused: route alpha, " \
+        "check chat: " in said, out[-3000:]
+    assert "route alpha, check reasoning: reasoning arrived inline in content" in said
+    assert "name their routes in seat_rebalance_gateway_broken_routes" in said
+    assert states() == before, "nothing moved"
+
+    proc = rebalance(hosts, twin_inventory, tmp_path / "ok", *_gateway_args(gateway, routes, ["alpha", "gamma"]))
     assert gateway.master_key not in proc.stdout + proc.stderr, "the gateway key is never printed"
     section = report_of(tmp_path / "ok")["hosts"]["twin1"]
     checked = {(g["seat"], g["gate"]): g for g in section["gates"] if g["gate"].startswith("gateway_")}
-    assert set(checked) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
-                            ("route alpha", "gateway_reasoning"), ("route gamma", "gateway_chat")}
+    after = {key: g for key, g in checked.items() if not key[1].endswith("_before")}
+    assert set(after) == {("route alpha", "gateway_chat"), ("route alpha", "gateway_stream"),
+                          ("route alpha", "gateway_reasoning"), ("route gamma", "gateway_chat")}
+    assert {(seat, name[:-len("_before")]) for seat, name in set(checked) - set(after)} == set(after), \
+        "the report keeps the contract before the window beside the one after it"
     assert all(g["ok"] for g in checked.values()) and section["status"] == "applied"
+    assert checked[("route alpha", "gateway_reasoning_before")]["detail"].startswith(
+        "broken before the window too, accepted (seat_rebalance_gateway_broken_routes): ")
     assert checked[("route alpha", "gateway_reasoning")]["measured"]["reasoning_key"] == "reasoning_content", \
         "through LiteLLM the reasoning arrives as reasoning_content (seed 002's key-name trap)"
 
@@ -264,6 +284,8 @@ def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_on
     assert gateway.master_key not in proc.stdout + proc.stderr
     report = report_of(tmp_path / "broken-report")
     assert ("route alpha", "gateway_reasoning") in gates_failed(report)
+    failed = next(g for g in report["hosts"]["twin1"]["gates"] if g["gate"] == "gateway_reasoning")
+    assert failed["detail"].startswith("passed before the window: "), "so the window broke it"
     assert report["hosts"]["twin1"]["status"] == "rolled_back"
     assert_rolled_back(before["twin1"])
     assert state("twin2") == before["twin2"]

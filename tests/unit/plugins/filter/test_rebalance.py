@@ -38,6 +38,31 @@ def test_smoke_results_become_gates():
                       "detail": "reasoning landed in content"}]
 
 
+def _result(model, check, ok, detail=""):
+    return {"model": model, "check": check, "ok": ok, "detail": detail, "latency_s": 0.1, "reasoning_key": None}
+
+
+def test_the_gateway_baseline_passes_a_broken_route_only_when_the_operator_named_it():
+    baseline = [_result("char-rp", "reasoning", False, "reasoning landed in content"), _result("coder", "chat", True)]
+    gates = FILTERS["smoke_gates"](baseline, phase="before")
+    assert [(g["seat"], g["gate"], g["ok"]) for g in gates] == [
+        ("route char-rp", "gateway_reasoning_before", False), ("route coder", "gateway_chat_before", True)]
+    accepted = FILTERS["smoke_gates"](baseline, accepted=["char-rp"], phase="before")
+    assert accepted[0]["ok"] and accepted[0]["detail"] == (
+        "broken before the window too, accepted (seat_rebalance_gateway_broken_routes): reasoning landed in content")
+
+
+def test_after_the_window_a_check_says_whether_it_passed_before():
+    baseline = [_result("char-rp", "reasoning", False, "inline think"), _result("coder", "chat", True)]
+    after = [_result("char-rp", "reasoning", False, "inline think"), _result("coder", "chat", False, "HTTP 500")]
+    unnamed = FILTERS["smoke_gates"](after, before=baseline)
+    assert [(g["ok"], g["detail"]) for g in unnamed] == [
+        (False, "broken before the window: inline think"), (False, "passed before the window: HTTP 500")]
+    named = FILTERS["smoke_gates"](after, before=baseline, accepted=["char-rp", "coder"])
+    assert named[0]["ok"] and not named[1]["ok"], "an accepted route the window broke still fails"
+    assert named[1]["detail"] == "passed before the window: HTTP 500"
+
+
 def test_cards_summary_names_who_holds_memory():
     cards = {"gpus": [{"index": 0, "uuid": "GPU-0", "memory_total_mib": 100, "memory_used_mib": 60,
                        "memory_free_mib": 40, "processes": [
