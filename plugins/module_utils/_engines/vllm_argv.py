@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST, human_readable_int
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag, server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_CACHE_DTYPES
@@ -29,10 +28,6 @@ _TEXT_FIELDS = {"--kv-cache-dtype": "kv_cache_dtype", "--tool-call-parser": "too
                 "--reasoning-parser": "reasoning_parser"}
 # Flags the collection cannot plan: the seat is adopted without them, and the notes say so.
 _UNPLANNED = ("--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--num-gpu-blocks-override")
-# utils/argparse_utils.py human_readable_int: lowercase suffixes are decimal, uppercase binary
-_HUMAN_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
-_DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
-_BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 
 
 def _split(args):
@@ -55,19 +50,6 @@ def _split(args):
                 break
         pairs.append((flag, values))
     return pairs, positionals
-
-
-def human_readable_int(text):
-    """The number vLLM reads from ``text`` (``32k`` = 32000, ``32K`` = 32768, ``8G`` = 8 GiB),
-    or None where vLLM would refuse it."""
-    text = text.strip()
-    match = _HUMAN_INT_RE.match(text)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _DECIMAL:
-            return int(float(number) * _DECIMAL[suffix])
-        return int(number) * _BINARY[suffix] if number.isdigit() else None
-    return int(text) if text.isdigit() else None
 
 
 def _size(num_bytes):
