@@ -16,6 +16,7 @@ import math
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST, human_readable_int
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import split_flags
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag, server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_CACHE_DTYPES
@@ -31,25 +32,9 @@ _UNPLANNED = ("--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", 
 
 
 def _split(args):
-    """``[(flag, value or None)]`` and the positionals, with ``--flag=value`` split and every
-    value a flag takes joined to it (a flag followed by another flag takes none)."""
-    pairs, positionals, position = [], [], 0
-    while position < len(args):
-        arg = args[position]
-        if not arg.startswith("-") or arg == "-":
-            positionals.append(arg)
-            position += 1
-            continue
-        flag, has_value, value = arg.partition("=")
-        values = [value] if has_value else []
-        position += 1
-        while not has_value and position < len(args) and not args[position].startswith("-"):
-            values.append(args[position])
-            position += 1
-            if flag != "--served-model-name":  # the one flag of the plan's with nargs="+"
-                break
-        pairs.append((flag, values))
-    return pairs, positionals
+    """``[(flag, values)]`` and the positionals of vLLM's arguments; ``--served-model-name``
+    is the one flag of the plan's that takes several values (nargs="+")."""
+    return split_flags(args, many=lambda flag: plan_flag(flag) == "--served-model-name")
 
 
 def _size(num_bytes):
