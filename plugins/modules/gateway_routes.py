@@ -287,7 +287,7 @@ def main():
         result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
                                        params["external_hosts"], params["strict"], params["backup_tag"],
                                        params["backup_date"] or time.strftime("%Y%m%d"),
-                                       module.check_mode, module.atomic_move, module.no_log_values.add)
+                                       module.check_mode, module.no_log_values.add)
     if failure:
         module.fail_json(msg=failure, **result)
     if not module._diff:

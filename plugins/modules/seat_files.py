@@ -252,8 +252,7 @@ def main():
             modes = {compose.ENV_FILE: env_mode, systemd.ENV_FILE: env_mode,
                      compose.COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
             common = (params["host"], params["backup_tag"], params["backup_date"] or time.strftime("%Y%m%d"),
-                      modes, params["validate"], Docker(), module.check_mode, module.atomic_move,
-                      params["secrets"])
+                      modes, params["validate"], Docker(), module.check_mode, params["secrets"])
             if params["seats"] is not None:
                 result = present_seats(runtime_of, params["root"], params["seats"], *common)
             else:

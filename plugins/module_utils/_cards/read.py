@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution import (
     Containers,
@@ -33,6 +32,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot imp
     utc_timestamp,
     write_snapshot_file,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError, CommandTimeout
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import run as run_command
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 
 SOURCES = ("auto", "nvml", "nvidia-smi", "snapshot")
@@ -56,11 +57,20 @@ class MissingLibrary(CardsError):
     """nvidia-ml-py is not importable and source=nvml asked for it."""
 
 
+# A healthy nvidia-smi answers in a second or two; one that takes minutes waits on a wedged
+# GPU or driver, and would hang the play with it.
+NVIDIA_SMI_TIMEOUT_S = 120
+
+
 def _run_nvidia_smi(binary):
     def run(args):
-        proc = subprocess.run([binary] + list(args), capture_output=True, text=True, check=False,
-                              timeout=120)
-        return proc.returncode, proc.stdout, proc.stderr
+        try:
+            return run_command([binary] + list(args), NVIDIA_SMI_TIMEOUT_S)
+        except CommandTimeout as exc:
+            raise NvidiaSmiError("%s: the NVIDIA driver is not answering, usually a wedged GPU; look for Xid "
+                                 "errors in `dmesg`, drain the host's seats and reboot it" % exc) from None
+        except CommandError as exc:
+            raise NvidiaSmiError(str(exc)) from None
     return run
 
 

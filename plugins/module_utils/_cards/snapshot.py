@@ -22,8 +22,8 @@ import datetime
 import json
 import os
 import re
-import tempfile
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import current_mode, replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import (
     MAX_JSON_BYTES,
     ReadCapError,
@@ -190,22 +190,11 @@ def write_snapshot_file(path, text, check_mode=False):
     if check_mode:
         return True
     directory = os.path.dirname(os.path.abspath(path))
+    mode = current_mode(path)
     try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".gpu_snapshot.", dir=directory)
+        replace_file(path, text, 0o644 if mode is None else mode)
     except OSError as exc:
-        raise SnapshotError("snapshot %s: cannot write in %s: %s" % (path, directory, exc.strerror or exc))
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise SnapshotError("snapshot %s: cannot write it: %s" % (path, exc.strerror or exc))
+        raise SnapshotError("snapshot %s: cannot write in %s: %s" % (path, directory, exc.strerror or exc)) from None
     return True
 
 

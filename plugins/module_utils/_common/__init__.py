@@ -6,7 +6,8 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """What every stage shares: byte sizes, the collection's defaults and constants, the one HTTP
-client and the one Docker runner.
+client, the one command runner (and the Docker and systemd runners on it) and the one atomic
+file writer.
 
 May import: the standard library and Ansible's module_utils only; nothing else of the
 collection's (every other stage imports this one).

@@ -6,31 +6,26 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """The one way the collection reaches Docker: the ``docker`` CLI on the host, with the engine
-named by ``docker_host`` (else ``$DOCKER_HOST``, else the local socket). Commands are argument
-lists, never shell lines. Used by the cards (who holds a GPU), the compose runtime (validate,
-start, stop, inspect, logs) and the gates."""
+named by ``docker_host`` (else ``$DOCKER_HOST``, else the local socket), run through
+``command``: argument lists, never shell lines. Used by the cards (who holds a GPU), the
+compose runtime (validate, start, stop, inspect, logs) and the gates."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import select
 import shutil
-import signal
-import subprocess
-import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common import command
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # docker's State.StartedAt (RFC 3339 in UTC): a container's last start, sortable as text
 STARTED_AT_RE = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 
 
-def _text(data):
-    return (data or b"").decode("utf-8", errors="replace")
-
-
-class DockerError(Exception):
+class DockerError(CommandError):
     """docker could not be run, or did not answer; the message says which command and why."""
 
 
@@ -43,17 +38,13 @@ class Docker:
     def run(self, args, timeout=None, merge_output=False):
         """``(rc, stdout, stderr)`` of ``docker ARGS``; DockerError when it cannot be run.
         With ``merge_output`` stderr is folded into stdout in the order it was written."""
-        env = dict(os.environ, DOCKER_HOST=self.docker_host)
-        command = [self.binary] + [str(arg) for arg in args]
         try:
-            proc = subprocess.run(command, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
-                                  timeout=timeout or self.timeout, check=False)
-        except OSError as exc:
-            raise DockerError("cannot run %s: %s" % (self.binary, exc.strerror or exc)) from None
-        except subprocess.TimeoutExpired:
-            raise DockerError("docker %s took longer than %ss" % (args[0], timeout or self.timeout)) from None
-        return proc.returncode, _text(proc.stdout), _text(proc.stderr)
+            return command.run([self.binary] + list(args), timeout or self.timeout, env=self._env(), merge_output=merge_output)
+        except CommandError as exc:
+            raise DockerError(str(exc)) from None
+
+    def _env(self):
+        return dict(os.environ, DOCKER_HOST=self.docker_host)
 
     def inspect(self, names):
         """``({id: docker inspect object}, None)`` for the containers that exist (names or ids),
@@ -92,30 +83,13 @@ class Docker:
         """The first ``limit`` bytes (at most) of a container's log, stdout and stderr in the
         order it wrote them; the rest is never read, however long the log. DockerError when
         docker cannot be run or answers with an error before any log."""
-        command = [self.binary, "logs"] + (["--since", since] if since else []) + [container]
+        argv = [self.binary, "logs"] + (["--since", since] if since else []) + [container]
         try:
-            proc = subprocess.Popen(command, env=dict(os.environ, DOCKER_HOST=self.docker_host),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        except OSError as exc:
-            raise DockerError("cannot run %s: %s" % (self.binary, exc.strerror or exc)) from None
-        chunks, size, deadline = [], 0, time.monotonic() + timeout
-        try:
-            while size < limit:
-                ready, _w, _x = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-                if not ready:
-                    break  # what came within the time is what there is to read
-                chunk = os.read(proc.stdout.fileno(), min(1 << 16, limit - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
-        out = _text(b"".join(chunks))
-        if proc.returncode not in (0, -signal.SIGKILL):  # killed: the bytes wanted were read
-            raise DockerError("docker logs failed (rc=%d): %s" % (proc.returncode, out.strip()[-300:]))
+            rc, out = command.head(argv, limit, timeout, env=self._env())
+        except CommandError as exc:
+            raise DockerError(str(exc)) from None
+        if rc not in (None, 0):  # None: stopped once the bytes wanted were read
+            raise DockerError("docker logs failed (rc=%d): %s" % (rc, out.strip()[-300:]))
         return out
 
     def labelled(self, label, fields):

@@ -14,20 +14,20 @@ from __future__ import annotations
 import contextlib
 import traceback
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError
 
 
-# What the collection raises on purpose (a refusal, what docker or systemd said, a file it
-# cannot use).
-EXPECTED = (ValueError, DockerError, SystemdError, OSError)
+# What the collection raises on purpose (a refusal, a program that could not be run or did not
+# answer, what docker or systemd said, a file it cannot use).
+EXPECTED = (ValueError, CommandError, OSError)
 
 
 def operator_message(exc):
     """The one line an operator sees for ``exc``. The collection's own errors (ValueError, and
-    DockerError and SystemdError: what docker or systemd said) carry their message; a file that
-    cannot be read or written says which and why; anything else is a bug, and says so."""
-    if isinstance(exc, (ValueError, DockerError, SystemdError)):
+    CommandError: a program that could not be run or did not answer, and what docker or systemd
+    said) carry their message; a file that cannot be read or written says which and why;
+    anything else is a bug, and says so."""
+    if isinstance(exc, (ValueError, CommandError)):
         return str(exc)
     if isinstance(exc, OSError):
         where = " ".join(str(name) for name in (exc.filename, exc.filename2) if name)

@@ -38,6 +38,7 @@ _UNIT = {
     "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
 }
 _SIZE_RE = re.compile(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*\Z")
+_VLLM_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
 
 
 class SizeError(ValueError):
@@ -86,6 +87,27 @@ def to_bytes(value, what="size"):
         raise SizeError("%s: unknown unit %r in %r; expected B, KiB, MiB, GiB, TiB, KB, MB, GB, "
                         "TB or vLLM's K/M/G/T (binary) and k/m/g/t (decimal)" % (what, unit, value))
     return _plausible(int(decimal.Decimal(number) * factor), what, value)
+
+
+def human_readable_int(text):
+    """The integer vLLM reads from a flag's ``text`` (its ``human_readable_int``: ``32k`` is
+    32000, ``32K`` 32768, ``8G`` 8 GiB, ``25.6k`` 25600), or None where vLLM would refuse it.
+    Exact to vLLM, float arithmetic included (``1.001k`` is 1000 there), so what the collection
+    reads back from a command line is what that vLLM runs; a negative number is None too (no
+    count the collection reads back is negative). An operator's size is ``to_bytes``'s."""
+    text = text.strip()
+    match = _VLLM_INT_RE.match(text)
+    if match:
+        number, suffix = match.groups()
+        if suffix.islower():
+            scaled = float(number) * _VLLM_SUFFIX[suffix]
+            return int(scaled) if math.isfinite(scaled) else None
+        return int(number) * _VLLM_SUFFIX[suffix] if "." not in number else None
+    try:
+        number = int(text)
+    except ValueError:
+        return None
+    return number if number >= 0 else None
 
 
 def _plausible(num_bytes, what, value):

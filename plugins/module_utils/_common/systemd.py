@@ -6,19 +6,21 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """The one way the collection reaches systemd: ``systemctl``, ``journalctl`` and
-``systemd-analyze`` on the host, as argument lists, never shell lines. Used by the systemd
-runtime."""
+``systemd-analyze`` on the host, run through ``command``: argument lists, never shell lines.
+Used by the systemd runtime."""
 
 from __future__ import annotations
 
 import os
-import subprocess
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError, CommandTimeout
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import run as run_command
 
 # sd_booted(3): the directory exists only while systemd is PID 1.
 BOOTED_MARK = "/run/systemd/system"
 
 
-class SystemdError(Exception):
+class SystemdError(CommandError):
     """A systemd command could not be run, or did not answer; the message says which and why."""
 
 
@@ -30,14 +32,11 @@ def booted():
 def run(command, args, timeout=120):
     """``(rc, stdout, stderr)`` of ``COMMAND ARGS`` (systemctl, journalctl, systemd-analyze)."""
     try:
-        proc = subprocess.run([command] + [str(arg) for arg in args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout, check=False)
-    except OSError as exc:
-        raise SystemdError("cannot run %s: %s (is this a systemd host?)" % (command, exc.strerror or exc)) from None
-    except subprocess.TimeoutExpired:
-        raise SystemdError("%s %s took longer than %ss" % (command, " ".join(args[:2]), timeout)) from None
-    return (proc.returncode, proc.stdout.decode("utf-8", errors="replace"),
-            proc.stderr.decode("utf-8", errors="replace"))
+        return run_command([command] + list(args), timeout)
+    except CommandTimeout as exc:
+        raise SystemdError(str(exc)) from None
+    except CommandError as exc:
+        raise SystemdError("%s (is this a systemd host?)" % exc) from None
 
 
 def systemctl(args, timeout=120):

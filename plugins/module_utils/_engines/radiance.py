@@ -28,6 +28,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_log import (
     RadianceLogError,
     parse_ledger,
@@ -208,7 +209,7 @@ def ran(process):
     args = process.get("args") or []
     record = {"image": process.get("image")}
     for flag, field in _FLAG_FIELDS:
-        value = _flag_value(args, flag)
+        value = flag_value(args, flag)
         if value is None:
             return None
         record[field] = value if field == "placement" else _int_or(value)
@@ -220,15 +221,6 @@ def _int_or(value):
         return int(value)
     except ValueError:
         return value
-
-
-def _flag_value(args, flag):
-    for position, arg in enumerate(args):
-        if arg == flag and position + 1 < len(args):
-            return args[position + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def boot_utilization(footprint_mib, margin_mib, total_mib):

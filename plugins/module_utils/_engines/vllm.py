@@ -28,6 +28,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import FLAGS, PARSERS
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
@@ -420,21 +421,14 @@ def footprint(seat, sized, plateau, record, default_overhead_mib):
                           plateau, record, default_overhead_mib)
 
 
-def _flag_value(args, flag):
-    for position, arg in enumerate(args[:-1]):
-        if arg == flag:
-            return args[position + 1]
-    return next((arg.split("=", 1)[1] for arg in args if arg.startswith(flag + "=")), None)
-
-
 def ran(process):
     """What the seat ran, from its container in a snapshot (the image and the arguments of the
     command this engine writes): ``{"image", "model", "max_model_len",
     "kv_cache_memory_bytes"}``, or None when they cannot be read."""
     args = process.get("args") or []
     try:
-        length = int(_flag_value(args, "--max-model-len"))
-        kv = int(_flag_value(args, "--kv-cache-memory-bytes"))
+        length = int(flag_value(args, "--max-model-len"))
+        kv = int(flag_value(args, "--kv-cache-memory-bytes"))
     except (TypeError, ValueError):
         return None
     return {"image": process.get("image"), "model": args[0], "max_model_len": length,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, LARGEST, human_readable_int
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import split_flags
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import extra_arg_problem, plan_flag, server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_CACHE_DTYPES
@@ -29,45 +29,12 @@ _TEXT_FIELDS = {"--kv-cache-dtype": "kv_cache_dtype", "--tool-call-parser": "too
                 "--reasoning-parser": "reasoning_parser"}
 # Flags the collection cannot plan: the seat is adopted without them, and the notes say so.
 _UNPLANNED = ("--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--num-gpu-blocks-override")
-# utils/argparse_utils.py human_readable_int: lowercase suffixes are decimal, uppercase binary
-_HUMAN_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
-_DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
-_BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 
 
 def _split(args):
-    """``[(flag, value or None)]`` and the positionals, with ``--flag=value`` split and every
-    value a flag takes joined to it (a flag followed by another flag takes none)."""
-    pairs, positionals, position = [], [], 0
-    while position < len(args):
-        arg = args[position]
-        if not arg.startswith("-") or arg == "-":
-            positionals.append(arg)
-            position += 1
-            continue
-        flag, has_value, value = arg.partition("=")
-        values = [value] if has_value else []
-        position += 1
-        while not has_value and position < len(args) and not args[position].startswith("-"):
-            values.append(args[position])
-            position += 1
-            if flag != "--served-model-name":  # the one flag of the plan's with nargs="+"
-                break
-        pairs.append((flag, values))
-    return pairs, positionals
-
-
-def human_readable_int(text):
-    """The number vLLM reads from ``text`` (``32k`` = 32000, ``32K`` = 32768, ``8G`` = 8 GiB),
-    or None where vLLM would refuse it."""
-    text = text.strip()
-    match = _HUMAN_INT_RE.match(text)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _DECIMAL:
-            return int(float(number) * _DECIMAL[suffix])
-        return int(number) * _BINARY[suffix] if number.isdigit() else None
-    return int(text) if text.isdigit() else None
+    """``[(flag, values)]`` and the positionals of vLLM's arguments; ``--served-model-name``
+    is the one flag of the plan's that takes several values (nargs="+")."""
+    return split_flags(args, many=lambda flag: plan_flag(flag) == "--served-model-name")
 
 
 def _size(num_bytes):

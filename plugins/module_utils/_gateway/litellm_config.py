@@ -22,10 +22,9 @@ offsets the targeted edits need, and are read by duck typing (``id``, ``value``,
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import current_mode, replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
     BackupError,
     backup_path_for,
@@ -394,10 +393,10 @@ def problems_message(findings, path="config.yaml"):
 
 
 def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), strict=True,
-                 backup_tag="routes", backup_date=None, check_mode=False, move=os.replace,
+                 backup_tag="routes", backup_date=None, check_mode=False,
                  hide=lambda secret: None):
     """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved
-    (a dated backup first; ``move(temp, path)`` keeps the file's owner and mode). ``(result,
+    (a dated backup first; the file keeps its owner and mode). ``(result,
     failure)``: the failure names every problem when ``strict`` and any target is wrong (all
     or nothing: a half-repointed gateway is harder to reason about than the old one).
     ``hide(key)`` is called with every key written in the file, before anything is returned."""
@@ -432,8 +431,6 @@ def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), stri
         if not check_mode:
             result["backup_file"] = backup_path_for(path, backup_date, backup_tag)
             make_backup(path, result["backup_file"])
-            handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(new_text)
-            move(temp, path)
+            mode = current_mode(path)  # None: removed since it was read; it may hold keys
+            replace_file(path, new_text, 0o600 if mode is None else mode)
     return result, None

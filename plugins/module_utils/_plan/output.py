@@ -18,6 +18,7 @@ import json
 import os
 from xml.sax.saxutils import escape
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS, MARGIN_MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
@@ -291,11 +292,7 @@ def write_text(path, text, check_mode):
     if old == text:
         return None
     if not check_mode:
-        temp = path + ".tmp"
-        with open(temp, "w") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)
-        os.rename(temp, path)
+        replace_file(path, text, 0o644)
     return old or ""
 
 

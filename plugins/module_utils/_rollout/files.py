@@ -16,6 +16,7 @@ import re
 import shutil
 import tempfile
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import TEMP_PREFIX, current_mode, replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup import (
     backup_path_for,
     check_backup_name_parts,
@@ -63,21 +64,14 @@ def _close_to_others(path, secret_mode):
         os.chmod(path, secret_mode)
 
 
-def _replace(path, content, new_mode, move, holds_secrets):
-    """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own
-    (``move(temp, path)`` keeps it, as Ansible's atomic_move does), except that a file holding
-    secrets is never left open to others: it gets ``new_mode`` then, on every write."""
-    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
-    with os.fdopen(handle, "wb") as out:
-        out.write(content)
-    created = not os.path.exists(path)
-    if not created and holds_secrets:
-        # closed before the move, which copies the old file's mode onto the new content
-        _close_to_others(path, new_mode)
-    move(temp, path)
-    if created:
-        # a new file would get the umask's mode; a .env may hold tokens
-        os.chmod(path, new_mode)
+def _replace(path, content, new_mode, holds_secrets):
+    """Atomically replace ``path``; a new file gets ``new_mode``, an existing one keeps its own,
+    except that a file holding secrets is never left open to others: it gets ``new_mode`` then,
+    on every write."""
+    mode = current_mode(path)
+    if mode is None or (holds_secrets and _open_to_others(mode)):
+        mode = new_mode
+    replace_file(path, content, mode)
 
 
 def _modes(runtime, project_dir, modes):
@@ -98,7 +92,7 @@ def _remove_leftovers(project_dir):
     if not os.path.isdir(project_dir):
         return
     for name in os.listdir(project_dir):
-        if name.startswith(".llmfleet-"):
+        if name.startswith(TEMP_PREFIX):
             path = os.path.join(project_dir, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -108,7 +102,7 @@ def _remove_leftovers(project_dir):
 
 def _validate(runtime, project_dir, contents, docker):
     """The runtime's check of the new files, staged beside the real ones."""
-    staging = tempfile.mkdtemp(prefix=".llmfleet-validate-", dir=project_dir)
+    staging = tempfile.mkdtemp(prefix=TEMP_PREFIX + "validate-", dir=project_dir)
     try:
         staged = {}
         own = runtime.files(os.path.basename(project_dir.rstrip("/")))
@@ -157,7 +151,7 @@ def _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets
     return contents, {"changed": changed, "files": files, "backups": backups, "diff": diffs}
 
 
-def _write(projects, modes, validate, docker, move):
+def _write(projects, modes, validate, docker):
     """Write ``projects`` (``(runtime, project_dir, contents, result)`` each): every changed
     project's new files are validated before any file is backed up or replaced. A new file gets
     its mode from ``modes`` (by file name), else the runtime's."""
@@ -179,22 +173,22 @@ def _write(projects, modes, validate, docker, move):
                     _close_to_others(entry["backup"], chosen[project_dir][name])
         for name, entry in result["files"].items():
             if entry["changed"]:
-                _replace(entry["path"], contents[name], chosen[project_dir][name], move, private(own[name]))
+                _replace(entry["path"], contents[name], chosen[project_dir][name], private(own[name]))
 
 
 def present(runtime, project_dir, seat, host, backup_tag, backup_date, modes, validate, docker,
-            check_mode, move, secrets=None):
+            check_mode, secrets=None):
     """seat_files' state=present: render the seat's files with its runtime; back up and replace
     each file that changes. ``{"changed", "files", "backups", "diff"}``."""
     check_backup_name_parts(backup_date, backup_tag)
     contents, result = _rendered(runtime, project_dir, seat, host, backup_tag, backup_date, secrets)
     if not check_mode:
-        _write([(runtime, project_dir, contents, result)], modes, validate, docker, move)
+        _write([(runtime, project_dir, contents, result)], modes, validate, docker)
     return result
 
 
 def present_seats(runtime_of, root, seats, host, backup_tag, backup_date, modes, validate, docker,
-                  check_mode, move, secrets=None):
+                  check_mode, secrets=None):
     """seat_files' state=present for several seats, each in ``root/<name>``, with its runtime
     (``runtime_of(seat)``) and its secrets (``secrets[name]``). No file is written unless every
     changed seat's files render and validate. ``{"changed", "seats": {name: {"changed",
@@ -215,7 +209,7 @@ def present_seats(runtime_of, root, seats, host, backup_tag, backup_date, modes,
                                      secrets.get(name))
         projects.append((runtime, project_dir, contents, result))
     if not check_mode:
-        _write(projects, modes, validate, docker, move)
+        _write(projects, modes, validate, docker)
     return {"changed": any(result["changed"] for *_parts, result in projects),
             "seats": {seat["name"]: {key: result[key] for key in ("changed", "files", "backups")}
                       for seat, (*_parts, result) in zip(seats, projects)},
@@ -271,11 +265,7 @@ def restored(runtime, project_dir, restore, check_mode):
 
 def _restore_copy(backup, path):
     """Copy the backup over ``path`` atomically, with the backup's bytes, mode and owner."""
-    handle, temp = tempfile.mkstemp(prefix=".llmfleet-", dir=os.path.dirname(path))
-    os.close(handle)
-    with open(backup, "rb") as src, open(temp, "wb") as dst:
-        dst.write(src.read())
+    with open(backup, "rb") as src:
+        content = src.read()
     info = os.stat(backup)
-    os.chmod(temp, info.st_mode & 0o7777)
-    os.chown(temp, info.st_uid, info.st_gid)
-    os.rename(temp, path)
+    replace_file(path, content, info.st_mode & 0o7777, owner=(info.st_uid, info.st_gid))

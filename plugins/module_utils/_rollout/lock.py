@@ -35,6 +35,7 @@ import os
 import re
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.journal import unfinished_seats
 
@@ -83,10 +84,7 @@ def _create(path, record):
 
 
 def _replace(path, record):
-    temp = path + ".tmp"
-    with open(temp, "w") as out:
-        json.dump(record, out)
-    os.rename(temp, path)
+    replace_file(path, json.dumps(record), 0o644)
 
 
 def release(path, run_id, check_mode=False):

@@ -32,6 +32,7 @@ import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_VAR_PREFIX
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
@@ -297,8 +298,7 @@ def start(project_dir, docker, wait_timeout=None, check_mode=False):
             if problem:
                 return True, "systemctl %s: %s" % (args[0], problem)
         os.makedirs(STAMP_DIR, 0o755, exist_ok=True)
-        with open(_stamp_path(unit), "w", encoding="utf-8") as handle:
-            handle.write(digest + "\n")
+        replace_file(_stamp_path(unit), digest + "\n", 0o644)
         problem = _problem(*systemd.systemctl(["restart", unit], timeout=STOP_SECONDS + 90))
     if problem:
         return True, "systemctl restart %s: %s" % (unit, problem)

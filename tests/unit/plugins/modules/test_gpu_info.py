@@ -10,6 +10,7 @@ import os
 import pytest
 from support.module_args import patch_module_args
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards import read
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import build_snapshot, dump_snapshot
 from ansible_collections.llmfleet.seats.plugins.modules import gpu_info
 from fakegpu.simulated import fake_nvml_in_this_process, gpu, proc, state, write_state
@@ -113,3 +114,22 @@ def test_nvml_failure_with_source_nvml_is_one_line(cards, capsys):
 def test_an_unwritable_snapshot_path_fails_cleanly(cards, tmp_path, capsys):
     code, result = run(capsys, save_snapshot_path=str(tmp_path / "missing" / "p.json"))
     assert code == 1 and result["msg"].startswith("snapshot %s: cannot write in " % (tmp_path / "missing" / "p.json"))
+
+
+def test_a_hung_nvidia_smi_is_one_line_naming_it_and_its_timeout(tmp_path, monkeypatch, capsys):
+    """nvidia-smi waiting on a wedged driver never returns: it is killed at the bound, and the
+    operator reads what hung and for how long, not a bug report."""
+    pid_file = tmp_path / "nvidia-smi.pid"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text('#!/bin/sh\necho $$ > "%s"\nexec sleep 600\n' % pid_file)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (smi.parent, os.environ["PATH"]))
+    monkeypatch.setattr(read, "NVIDIA_SMI_TIMEOUT_S", 1)
+    code, result = run(capsys, source="nvidia-smi", attribute_processes=False)
+    assert code == 1 and "exception" not in result, "an operator's error, not a bug's traceback"
+    assert result["msg"].startswith("nvidia-smi --query-gpu did not finish within 1s and was killed: the NVIDIA "
+                                    "driver is not answering")
+    assert "\n" not in result["msg"] and "bug" not in result["msg"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

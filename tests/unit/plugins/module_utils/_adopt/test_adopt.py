@@ -23,7 +23,6 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._adopt.read import 
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import (
     adopted_fields,
-    human_readable_int,
     model_of,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import server_args
@@ -77,12 +76,6 @@ def test_a_planned_flag_it_cannot_read_is_dropped_not_passed_on():
     assert "max_model_len" not in fields and "extra_args" not in fields
     assert notes == ["--max-model-len auto is not a value the collection can carry over; dropped",
                      "--block-size x is not a value the collection can carry over; dropped"]
-
-
-@pytest.mark.parametrize("text, number", [("32k", 32000), ("32K", 32768), ("8G", 8 * 2 ** 30), ("8.5g", 8500000000),
-                                          ("8.5G", None), ("8GiB", None), ("4096", 4096)])
-def test_numbers_read_as_vllm_reads_them(text, number):
-    assert human_readable_int(text) == number
 
 
 # -- the container ------------------------------------------------------------------------------

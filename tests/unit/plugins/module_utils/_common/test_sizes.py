@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,9 +16,14 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
     SizeError,
     bytes_to_mib,
     human_bytes,
+    human_readable_int,
     round_up,
     to_bytes,
 )
+
+# The twin's vLLM stand-in parses its flags as vLLM does (utils/argparse_utils.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "twin" / "seat"))
+from fakevllm.cli import human_readable_int as stand_in_human_readable_int  # noqa: E402
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -83,3 +92,29 @@ def test_round_up_and_mib():
 def test_human_bytes_round_trips_through_to_bytes_within_its_precision(num_bytes):
     text = human_bytes(num_bytes, precision=6).replace(" ", "")
     assert abs(to_bytes(text) - num_bytes) <= max(1, num_bytes // 10 ** 5)
+
+
+@pytest.mark.parametrize("text, number", [
+    ("32k", 32000), ("32K", 32768), ("8G", 8 * GIB), ("8.5g", 8500000000), ("25.6k", 25600),
+    ("1.001k", 1000),           # float arithmetic, as vLLM's int(float(number) * 1000)
+    (" 4096 ", 4096), ("1_000", 1000),
+    ("8.5G", None),             # vLLM: no decimals with a binary suffix
+    ("8GiB", None), ("8 G", None), ("", None), ("auto", None),
+    ("-1", None),               # vLLM takes it; no count read back is negative
+    ("1" * 400 + "k", None),    # vLLM overflows
+])
+def test_human_readable_int_reads_as_vllm_does(text, number):
+    assert human_readable_int(text) == number
+
+
+def _stand_in(text):
+    try:
+        number = stand_in_human_readable_int(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        return None
+    return number if number >= 0 else None
+
+
+@given(st.from_regex(r"\A-?[0-9]{1,6}(\.[0-9]{1,4})?[kKmMgGtTx]?\Z", fullmatch=True))
+def test_human_readable_int_equals_the_vllm_stand_in(text):
+    assert human_readable_int(text) == _stand_in(text)

@@ -46,7 +46,7 @@ SEAT = {"name": "alpha", "engine": "vllm", "port": 8101, "gpus": ["GPU-a"], "con
 
 def _present(tmp_path, secrets):
     return present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201",
-                   {".env": 0o600, "compose.yaml": 0o644}, False, None, False, os.rename, secrets)
+                   {".env": 0o600, "compose.yaml": 0o644}, False, None, False, secrets)
 
 
 def test_a_secret_is_written_to_the_env_alone_and_a_diff_never_shows_it(tmp_path):
@@ -76,7 +76,7 @@ def test_a_secret_written_over_a_world_readable_env_leaves_it_and_its_backup_pri
     env.write_text("SEAT_SECRET_HF_TOKEN='hf_old'\n")
     env.chmod(0o644)
     written = present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201", {".env": 0o600, "compose.yaml": 0o644},
-                      False, None, False, _move_keeping_mode, {"HF_TOKEN": "hf_new"})
+                      False, None, False, {"HF_TOKEN": "hf_new"})
     backup = written["files"][".env"]["backup"]
     assert env.stat().st_mode & 0o777 == 0o600
     assert os.stat(backup).st_mode & 0o777 == 0o600, "the backup holds the old secret"
@@ -89,15 +89,8 @@ def test_a_secret_written_over_a_world_readable_env_leaves_it_and_its_backup_pri
 def test_a_mode_that_opens_the_env_to_others_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(SeatFilesError, match=r"^\.env: mode 0644 would let others read the seat's secrets"):
         present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201", {".env": 0o644}, False, None, False,
-                os.rename, {"HF_TOKEN": "hf_x"})
+                {"HF_TOKEN": "hf_x"})
     assert list(tmp_path.iterdir()) == []
-
-
-def _move_keeping_mode(src, dst):
-    """What Ansible's atomic_move does with an existing file's mode."""
-    if os.path.exists(dst):
-        os.chmod(src, os.stat(dst).st_mode & 0o7777)
-    os.rename(src, dst)
 
 
 def test_a_group_mode_the_operator_chose_is_kept_for_the_env_and_its_backup(tmp_path):
@@ -105,6 +98,6 @@ def test_a_group_mode_the_operator_chose_is_kept_for_the_env_and_its_backup(tmp_
     env.write_text("SEAT_SECRET_HF_TOKEN='hf_old'\n")
     env.chmod(0o640)
     written = present(compose, str(tmp_path), SEAT, "h", "rebal", "20261201", {".env": 0o600, "compose.yaml": 0o644},
-                      False, None, False, _move_keeping_mode, {"HF_TOKEN": "hf_new"})
+                      False, None, False, {"HF_TOKEN": "hf_new"})
     assert env.stat().st_mode & 0o777 == 0o640
     assert os.stat(written["files"][".env"]["backup"]).st_mode & 0o777 == 0o640

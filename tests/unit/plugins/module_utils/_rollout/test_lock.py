@@ -48,6 +48,15 @@ def test_a_takeover_returns_the_seats_the_dead_run_left_ungated(tmp_path):
     assert lock.acquire(str(tmp_path / "free.lock"), "run-c", {})["interrupted"] == {}
 
 
+def test_the_journal_is_rewritten_whole_past_a_leftover_temp(tmp_path):
+    path = str(tmp_path / "rebalance.lock")
+    lock.acquire(path, "run-a", {"host": "ctl", "pid": 1})
+    os.mkdir(path + ".tmp")  # what a fixed temp name tripped on
+    lock.journal(path, "run-a", {"files": FILES, "touched": ["alpha"]})
+    assert lock.read(path)["journal"]["touched"] == ["alpha"]
+    assert sorted(os.listdir(tmp_path)) == ["rebalance.lock", "rebalance.lock.tmp"]
+
+
 @pytest.fixture
 def killed_run():
     """A run whose main process was SIGKILLed while its worker lives on: (identity, worker pid)."""
