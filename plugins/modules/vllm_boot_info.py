@@ -123,7 +123,10 @@ max_concurrency:
   type: float
   sample: 1.76
 max_model_len:
-  description: The context the seat serves (from the capacity line, else C(Using max model len)).
+  description:
+    - The context the seat serves (from the capacity line, else C(Using max model len)).
+    - "Without either, the length a refusal names (RV(admission_check)), else the C(max_model_len=N) of the
+      arguments the V0 engine's API server prints (C(args: Namespace...))."
   returned: always
   type: int
   sample: 262144
@@ -188,7 +191,10 @@ oom_events:
   returned: always
   type: int
 torch_oom_events:
-  description: Distinct C(torch.OutOfMemoryError) exceptions (a traceback printed twice counts once).
+  description:
+    - Distinct C(torch.OutOfMemoryError) exceptions (a traceback printed twice counts once), and the ones
+      vLLM 0.11.0 reports creating a weight, counted once with their traceback.
+    - "vLLM 0.11.0's report: C(Failed to create unquantized linear weights: CUDA out of memory...)."
   returned: always
   type: int
 autotuner_oom_fallbacks:
@@ -223,7 +229,8 @@ kv_cache_pool:
 cause:
   description:
     - Of RV(errors), the one that says why the boot failed - the first exception with a message of its
-      own that is not the engine reporting another process's death; else the first error; null without errors.
+      own that is not the engine reporting another process's death, or vLLM 0.11.0's report of an OOM creating
+      a weight; else the first error; null without errors.
   returned: always
   type: str
   sample: "ValueError: To serve at least one request with the model's max seq len (4096), ..."
@@ -248,7 +255,10 @@ startup_check:
       description: ceil(total * util).
       type: float
 admission_check:
-  description: The KV admission check failed (one max_model_len request does not fit).
+  description:
+    - The KV admission check failed (one max_model_len request does not fit), in the V1 engine's words
+      or the V0 engine's (C(The model's max seq len ... is larger than the maximum number of tokens that can be
+      stored in KV cache ...)); figures the refusal does not give are null.
   returned: always
   type: dict
   contains:
@@ -256,13 +266,16 @@ admission_check:
       description: The context asked for.
       type: int
     needed_gib:
-      description: KV one such request needs.
+      description: KV one such request needs (V1).
       type: float
     available_gib:
-      description: KV available (less the null block).
+      description: KV available, less the null block (V1).
       type: float
     estimated_max_model_len:
-      description: The longest context that would fit.
+      description: The longest context that would fit (V1).
+      type: int
+    kv_cache_tokens:
+      description: The tokens the KV cache holds (V0).
       type: int
 no_kv_cache_memory:
   description: vLLM found no memory at all for KV blocks.

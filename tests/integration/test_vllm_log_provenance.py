@@ -1,6 +1,6 @@
 """Provenance of the vLLM log fixtures: every format string render.py uses is still in the wheel
-it names, at the line it names. Reads those files of vllm 0.10.1.1, 0.10.2 and 0.33.0 out of
-their wheels on PyPI once (tests/differential/vllm_sources.py, kept in .build/cache/vllm-src)."""
+it names, at the line it names. Reads those files of vllm 0.6.2, 0.10.1.1, 0.10.2, 0.11.0 and
+0.33.0 out of their wheels on PyPI once (tests/differential/vllm_sources.py, kept in .build/cache/vllm-src)."""
 
 from __future__ import annotations
 

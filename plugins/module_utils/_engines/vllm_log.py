@@ -19,7 +19,9 @@ Pure standard library. The patterns follow vLLM's own format strings from 0.10.1
   ``Maximum concurrency``); 0.10.x said ``models's max seq len`` in the admission error;
 * the V0 engine (0.5 ... 0.10) wrote ``file.py:N]`` without the bracket, ``Loading model weights
   took 14.99 GB`` (GB meaning GiB) and ``# GPU blocks: N, # CPU blocks: M`` instead of a token
-  capacity;
+  capacity; its API server printed its arguments as ``args: Namespace(...)`` (to 0.8), and its
+  worker refused a context its KV cache could not hold as ``The model's max seq len (L) is larger
+  than the maximum number of tokens that can be stored in KV cache (T)``;
 * Ray nests prefixes (``(EngineCore_0 pid=..) (RayWorkerWrapper pid=..)``): a line belongs to the
   innermost process, and each rank's worker prints its own reserved-KV line;
 * a speculative draft model prints its own ``Using max model len`` after the target's, which is
@@ -27,8 +29,10 @@ Pure standard library. The patterns follow vLLM's own format strings from 0.10.1
 * vLLM's CPU platform (its CPU build) names its pool ``CPU KV cache size`` and reports the budget
   as ``Explicitly set (G/T) GiB for KV cache on node N`` in its worker;
 * an OOM is torch's ``OutOfMemoryError`` or ``CUDA error: out of memory`` (``torch.AcceleratorError``,
-  ``RuntimeError``), or a FlashInfer autotuner fall-back, each counted once with where the boot
-  was: loading weights, profiling, capturing graphs (after the KV allocation) or serving.
+  ``RuntimeError``), 0.11.0's report of the one it caught creating a weight (``Failed to create
+  unquantized linear weights: CUDA out of memory...``), or a FlashInfer autotuner fall-back, each
+  counted once with where the boot was: loading weights, profiling, capturing graphs (after the KV
+  allocation) or serving.
 
 A container log can hold several boots (``restart: always``); the figures describe the last.
 """
@@ -63,6 +67,9 @@ _CAPACITY = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens
 _CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: "
                           r"(?P<conc>" + _NUMBER + r")x")
 _MAX_LEN = re.compile(r"^Using max model len (?P<len>\d+)")
+# V0's API server echoed its argparse Namespace (vllm/entrypoints/openai/api_server.py, 0.5.0 to
+# 0.8.5: logger.info("args: %s", args)); max_model_len=None when the flag was not given
+_V0_ARGS_LEN = re.compile(r"^args: Namespace\((?:.*?, )?max_model_len=(?P<len>\d+)[,)]")
 _AUTO_FIT = re.compile(r"^Auto-fit max_model_len: (?:reduced from \d+ to (?P<reduced>\d+)|"
                        r"full model context length (?P<full>\d+) fits)")
 _RESERVED = re.compile(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, reserved "
@@ -87,6 +94,10 @@ _PHASES = (("weights", _WEIGHTS, "profile"),
 # that reports it again): torch's OutOfMemoryError, or the CUDA error torch.AcceleratorError
 # and RuntimeError carry.
 _OOM_DETAIL = re.compile(r"\ACUDA error: out of memory")
+# vLLM 0.11.0, model_executor/layers/linear.py (UnquantizedLinearMethod.create_weights), on the
+# torch.cuda.OutOfMemoryError it caught: logger.error("Failed to create unquantized linear
+# weights: %s", e), then a RuntimeError of its own words; the traceback may repeat the OOM
+_WEIGHTS_OOM = re.compile(r"^Failed to create unquantized linear weights: (?P<detail>.+)$")
 _GRAPHS = re.compile(r"^Graph capturing finished in \d+ secs, took (?P<gib>" + _NUMBER + r") GiB")
 _SUGGESTION = re.compile(r"`--kv-cache-memory=(?P<fit>-?\d+)`.*?`--kv-cache-memory=(?P<full>-?\d+)`")
 _INIT_ENGINE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took "
@@ -106,6 +117,12 @@ _ADMISSION = re.compile(
     + _NUMBER + r") GiB KV cache is needed, which is larger than the available KV cache memory "
     r"\((?P<available>" + _NUMBER + r") GiB\)\.(?: Based on the available memory, the estimated "
     r"maximum model length is (?P<estimated>\d+)\.)?")
+# V0's worker (vllm/worker/worker.py raise_if_cache_size_invalid, 0.5.0 to 0.10.2)
+_V0_ADMISSION = re.compile(
+    r"The model's max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that can be "
+    r"stored in KV cache \((?P<tokens>\d+)\)")
+# any other words around the length those refusals name ("models's" to 0.21)
+_REFUSED_LEN = re.compile(r"[Tt]he models?'s max seq len \((?P<len>\d+)\)")
 _NO_KV_MEMORY = re.compile(r"No available memory for the cache blocks")
 _MAMBA = re.compile(r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks "
                     r"\((?P<blocks>\d+)\)")
@@ -208,7 +225,7 @@ def _empty_result():
 def _read_boot(lines, result):
     errors, torch_ooms = [], set()
     exact_kv_bytes = None
-    configured_len = None
+    configured_len = args_len = None
 
     def add_error(message):
         if message not in errors:
@@ -252,6 +269,9 @@ def _read_boot(lines, result):
         found = _AUTO_FIT.match(msg)
         if found:
             configured_len = int(next(value for value in found.groups() if value))
+        found = _V0_ARGS_LEN.match(msg)
+        if found:
+            args_len = int(found.group("len"))
         found = _V0_BLOCKS.search(msg)
         if found and result["num_gpu_blocks"] is None:
             result["num_gpu_blocks"] = int(found.group("gpu"))
@@ -300,15 +320,20 @@ def _read_boot(lines, result):
         exception = _EXCEPTION.match(msg)
         value_error = _PYDANTIC_VALUE_ERROR.match(msg)
         argparse_error = _ARGPARSE.match(msg)
+        weights_oom = _WEIGHTS_OOM.match(msg)
+        if weights_oom and weights_oom.group("detail") not in torch_ooms:
+            torch_ooms.add(weights_oom.group("detail"))
+            result["oom_phases"].append("weights")
         if exception:
             add_error(msg)
             # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError, "CUDA error: out of memory"
             # from torch.AcceleratorError or RuntimeError
             oom = exception.group("name").endswith("OutOfMemoryError") or \
                 _OOM_DETAIL.match(exception.group("detail") or "")
-            if oom and msg not in torch_ooms:
-                # the same exception is printed by the worker's logger and again on stderr
-                torch_ooms.add(msg)
+            if oom and exception.group("detail") not in torch_ooms:
+                # the same exception is printed by the worker's logger and again on stderr, and
+                # linear.py's report of it comes first: one event, known by its words
+                torch_ooms.add(exception.group("detail"))
                 result["oom_phases"].append(phase)
         elif value_error:
             add_error("ValueError: " + value_error.group("detail"))
@@ -319,7 +344,11 @@ def _read_boot(lines, result):
             add_error(msg)
 
     if result["max_model_len"] is None:
-        result["max_model_len"] = configured_len
+        # the capacity line's, else what the engine said it uses, else the length a refusal names,
+        # else V0's argument
+        refused_len = result["admission_check"]["max_model_len"] if result["admission_check"] else None
+        result["max_model_len"] = next((length for length in (configured_len, refused_len, args_len)
+                                        if length is not None), None)
     _settle_kv_bytes(result, exact_kv_bytes)
     result["torch_oom_events"] = len(torch_ooms)
     result["oom_events"] = result["torch_oom_events"] + result["autotuner_oom_fallbacks"]
@@ -335,10 +364,11 @@ _AFTERMATH = re.compile(r"\A(?:RuntimeError: (?:Engine core initialization faile
 
 def _cause(errors):
     """The error that says why: the first exception with words of its own that is not the engine's
-    report of another's death; else the first error line; None without errors."""
+    report of another's death, or linear.py's report of the OOM it caught; else the first error
+    line; None without errors."""
     for error in errors:
         found = _EXCEPTION.match(error)
-        if found and found.group("detail") and not _AFTERMATH.match(error):
+        if (found and found.group("detail") and not _AFTERMATH.match(error)) or _WEIGHTS_OOM.match(error):
             return error
     return errors[0] if errors else None
 
@@ -351,13 +381,15 @@ def _read_failure(msg, result):
             "total_gib": float(found.group("total")),
             "gpu_memory_utilization": float(found.group("util")),
             "requested_gib": float(found.group("requested"))}
-    found = _ADMISSION.search(msg)
+    found = _ADMISSION.search(msg) or _V0_ADMISSION.search(msg) or _REFUSED_LEN.search(msg)
     if found and result["admission_check"] is None:
-        estimated = found.group("estimated")
+        figures = found.groupdict()
         result["admission_check"] = {
-            "max_model_len": int(found.group("len")), "needed_gib": float(found.group("needed")),
-            "available_gib": float(found.group("available")),
-            "estimated_max_model_len": int(estimated) if estimated else None}
+            "max_model_len": int(figures["len"]),
+            "needed_gib": float(figures["needed"]) if figures.get("needed") else None,
+            "available_gib": float(figures["available"]) if figures.get("available") else None,
+            "estimated_max_model_len": int(figures["estimated"]) if figures.get("estimated") else None,
+            "kv_cache_tokens": int(figures["tokens"]) if figures.get("tokens") else None}
     if _NO_KV_MEMORY.search(msg):
         result["no_kv_cache_memory"] = True
     found = _MAMBA.search(msg)

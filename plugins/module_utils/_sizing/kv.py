@@ -659,6 +659,23 @@ def _max_len_limit(model, release, seat):
     return limit
 
 
+def _release_head_size(model, release, seat):
+    """The model with the attention head size the release's model file builds (describe_model's
+    ``head_size_reads``), or the one-line error of a config whose weights that file cannot load."""
+    version = parse_version(release["release"])
+    read = [entry for entry in model["head_size_reads"] if parse_version(entry["from"]) <= version][-1]
+    if "error" in read:
+        raise KVSizingError("%smodel config field %s; vLLM %s cannot load it"
+                            % (_prefix(seat), read["error"], release["release"]))
+    built = next(layer["head_size"] for layer in model["layers"] if layer["kind"] != "linear_attention")
+    if read["head_size"] == built:
+        return model
+    layers = [dict(layer, head_size=read["head_size"], head_size_v=read["head_size"])
+              if layer["kind"] != "linear_attention" and layer["head_size"] == built else layer
+              for layer in model["layers"]]
+    return dict(model, layers=layers)
+
+
 def _resolve_max_model_len(model, max_model_len, seat, release):
     if max_model_len == "auto" and parse_version(release["release"]) < (0, 14, 0):
         raise KVSizingError("%smax_model_len: \"auto\" is vLLM's auto-fit, which came in 0.14; vLLM %s "
@@ -704,6 +721,7 @@ def _prepare(config, max_model_len, seat, options):
     model = config if described else _describe(config, seat)
     requested_len = max_model_len
     release = _release(options.get("vllm_version", LATEST), options.get("allow_nearest_vllm_release", False), seat)
+    model = _release_head_size(model, release, seat)
     max_model_len = _resolve_max_model_len(model, max_model_len, seat, release)
     opts = _Options(model, max_model_len, seat, **options)
     _check_tensor_parallel(model, opts)

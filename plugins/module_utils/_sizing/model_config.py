@@ -217,6 +217,65 @@ _FAMILIES = {
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(set(_FAMILIES) | set(_TEXT_MODEL_TYPE)))
 
+# How each release sizes the attention heads of a model type: the registry's class for the
+# architecture named (for a multimodal wrapper, the language model it builds: qwen2_5_vl.py builds
+# Qwen2ForCausalLM, qwen3_vl.py Qwen3's model, qwen3_5.py Qwen3NextAttention), and from each
+# release on, how its model file reads the size. MLA models size their latent instead
+# (kv_lora_rank + qk_rope_head_dim). Read from each modelled release's model_executor/models/
+# (registry.py, then the file it names); tests/integration/test_kv_head_size_provenance.py reads
+# them again.
+#   "head_dim": config.head_dim when set (not null or 0), else hidden_size // num_attention_heads:
+#     getattr(config, "head_dim", None) or the quotient, config.head_dim with the config class'
+#     default, or ModelConfig.get_head_size where the Transformers backend runs the model (an
+#     architecture the registry does not name, or maps to "transformers");
+#   "hidden_size": hidden_size // num_attention_heads whatever head_dim says, as the Transformers
+#     5.20.2 modeling code does too: a head_dim that disagrees is inert, the weights have the
+#     quotient's shape, and vLLM allocates the quotient;
+#   "unloadable": hidden_size // num_attention_heads, while the Transformers 5.20.2 modeling code
+#     that writes the checkpoints shapes q/k/v/o by head_dim: with a head_dim that disagrees, the
+#     weights have num_heads x head_dim rows, which the release's QKVParallelLinear weight loader
+#     (model_executor/layers/linear.py, assert param_data.shape == loaded_weight.shape) refuses.
+_HEAD_SIZE_READS = {
+    "llama": ("LlamaForCausalLM", (("0.10.2", "head_dim"),)),
+    "mistral": ("MistralForCausalLM", (("0.10.2", "head_dim"),)),   # llama.py, mistral.py from 0.15
+    "ministral": ("MinistralForCausalLM", (("0.10.2", "head_dim"),)),   # the Transformers backend
+    "ministral3": ("Ministral3ForCausalLM", (("0.10.2", "head_dim"),)),   # mistral.py from 0.20
+    "mixtral": ("MixtralForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen2": ("Qwen2ForCausalLM", (("0.10.2", "unloadable"),)),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", (("0.10.2", "unloadable"),)),
+    "qwen2_5_vl_text": ("Qwen2ForCausalLM", (("0.10.2", "hidden_size"),)),
+    "qwen3": ("Qwen3ForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_vl_text": ("Qwen3ForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_vl_moe_text": ("Qwen3MoeForCausalLM", (("0.10.2", "head_dim"),)),
+    "glm4": ("Glm4ForCausalLM", (("0.10.2", "head_dim"),)),
+    "glm4_moe": ("Glm4MoeForCausalLM", (("0.10.2", "head_dim"),)),
+    "phi3": ("Phi3ForCausalLM", (("0.10.2", "head_dim"),)),   # llama.py's attention
+    "gemma": ("GemmaForCausalLM", (("0.10.2", "head_dim"),)),
+    "granite": ("GraniteForCausalLM", (("0.10.2", "head_dim"),)),
+    "granitemoe": ("GraniteMoeForCausalLM", (("0.10.2", "unloadable"),)),
+    # olmo2.py, then the Transformers backend
+    "olmo2": ("Olmo2ForCausalLM", (("0.10.2", "unloadable"), ("0.26.0", "head_dim"))),
+    # not registered in 0.10 (the Transformers backend), olmo2.py, olmo3.py from 0.26, then the
+    # Transformers backend
+    "olmo3": ("Olmo3ForCausalLM", (("0.10.2", "head_dim"), ("0.11.0", "unloadable"), ("0.29.0", "head_dim"))),
+    "seed_oss": ("SeedOssForCausalLM", (("0.10.2", "head_dim"),)),   # the Transformers backend from 0.32
+    # starcoder2.py, then the Transformers backend
+    "starcoder2": ("Starcoder2ForCausalLM", (("0.10.2", "unloadable"), ("0.25.0", "head_dim"))),
+    "ernie4_5": ("Ernie4_5ForCausalLM", (("0.10.2", "head_dim"),)),   # llama.py's attention
+    "llama4_text": ("Llama4ForCausalLM", (("0.10.2", "head_dim"),)),
+    "gemma2": ("Gemma2ForCausalLM", (("0.10.2", "head_dim"),)),
+    "gemma3_text": ("Gemma3ForCausalLM", (("0.10.2", "head_dim"),)),
+    "gemma3n_text": ("Gemma3nForCausalLM", (("0.10.2", "head_dim"),)),
+    "gemma4_text": ("Gemma4ForCausalLM", (("0.10.2", "head_dim"),)),
+    "gpt_oss": ("GptOssForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_next": ("Qwen3NextForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_5_text": ("Qwen3NextForCausalLM", (("0.10.2", "head_dim"),)),
+    "qwen3_5_moe_text": ("Qwen3NextForCausalLM", (("0.10.2", "head_dim"),)),
+}
+# a model type without a family here: head_dim, as most model files and the Transformers backend read it
+_HEAD_SIZE_READ_UNKNOWN = (None, (("0.10.2", "head_dim"),))
+
 
 class ModelConfigError(ValueError):
     """A config.json this module cannot describe; the message names the seat and the field."""
@@ -577,9 +636,8 @@ def _kv_shared_from(reader, family, kinds, windows):
     return targets
 
 
-def _standard_geometry(reader, family, num_layers, kinds, heads):
+def _standard_geometry(reader, family, num_layers, kinds, heads, head_dim):
     kv_heads = _kv_heads(reader, heads)
-    head_dim = _head_dim(reader, heads)
     windows = _sliding_window(reader, family, kinds)
     if kinds is None:
         kinds = ["sliding_attention" if window else "full_attention" for window in windows]
@@ -623,6 +681,27 @@ def _head_dim(reader, heads):
     return hidden // heads
 
 
+def _head_size_reads(reader, text_type, heads, head_dim):
+    """The head size of each release's model file (``_HEAD_SIZE_READS``), as ``[{"from":
+    release, "head_size"}]``, or ``{"from", "error"}`` where the release cannot load the weights
+    a head_dim that disagrees with hidden_size // num_attention_heads implies."""
+    architecture, rules = _HEAD_SIZE_READS.get(text_type, _HEAD_SIZE_READ_UNKNOWN)
+    reads = []
+    for release, how in rules:
+        quotient = head_dim if how == "head_dim" or reader.raw("head_dim") in (None, 0) \
+            else reader.int("hidden_size") // heads
+        if quotient == head_dim:
+            reads.append({"from": release, "head_size": head_dim})
+        elif how == "hidden_size" and quotient > 0:
+            reads.append({"from": release, "head_size": quotient})
+        else:
+            reads.append({"from": release, "error": "%s: expected no head_dim or hidden_size // "
+                          "num_attention_heads (%d), the size %s gives its heads (weights "
+                          "shaped by a head_dim of %d do not load into it), got %d"
+                          % (reader.name("head_dim"), quotient, architecture, head_dim, head_dim)})
+    return reads
+
+
 def _mla_geometry(reader, num_layers):
     rank = reader.int("kv_lora_rank")
     rope = reader.int("qk_rope_head_dim")
@@ -636,8 +715,8 @@ def _mla_geometry(reader, num_layers):
     return layers, {"kv_lora_rank": rank, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope}
 
 
-def _gdn_geometry(reader, kinds, heads):
-    kv_heads, head_dim = _kv_heads(reader, heads), _head_dim(reader, heads)
+def _gdn_geometry(reader, kinds, heads, head_dim):
+    kv_heads = _kv_heads(reader, heads)
     if "full_attention" not in kinds or "linear_attention" not in kinds:
         raise reader.fail("layer_types", "both full_attention and linear_attention layers")
     linear = {
@@ -688,7 +767,10 @@ def describe_model(config, seat=None):
     ``published_max_model_len``, ``max_len_key``, ``derived_max_model_len`` (vLLM's own
     limit: the published window times a non-YaRN rope factor), ``derived_max_model_len_is_float``
     and ``max_len_limits`` (that limit under each release's rule: ``from``, the first release of
-    the rule, with ``limit`` and ``is_float``, or ``error`` where such a release fails the boot).
+    the rule, with ``limit`` and ``is_float``, or ``error`` where such a release fails the boot)
+    and ``head_size_reads`` (the attention head size each release's model file builds: ``from``,
+    the first release of the rule, with ``head_size``, or ``error`` where such a release cannot
+    load the weights the config implies).
     """
     if not isinstance(config, dict):
         raise ModelConfigError("%smodel config: expected a dict, got %s"
@@ -704,12 +786,18 @@ def describe_model(config, seat=None):
     linear = mla = None
     if family["kind"] == _MLA and reader.raw("kv_lora_rank") is not None:
         layers, mla = _mla_geometry(reader, num_layers)
-    elif family["kind"] == _GDN:
-        layers, linear = _gdn_geometry(reader, kinds, heads)
+        head_size_reads = [{"from": "0.10.2", "head_size": layers[0]["head_size"]}]
     else:
-        if family.get("chunked_local"):
-            kinds = None
-        layers = _standard_geometry(reader, family, num_layers, kinds, heads)
+        head_dim = _head_dim(reader, heads)
+        head_size_reads = _head_size_reads(reader, text_type, heads, head_dim)
+        # the layers are the newest release's, with the checkpoint's head_dim where it cannot load them
+        head_dim = head_size_reads[-1].get("head_size", head_dim)
+        if family["kind"] == _GDN:
+            layers, linear = _gdn_geometry(reader, kinds, heads, head_dim)
+        else:
+            if family.get("chunked_local"):
+                kinds = None
+            layers = _standard_geometry(reader, family, num_layers, kinds, heads, head_dim)
     ssm_dtype = None
     if family.get("ssm_dtype_from_config") and reader.raw("mamba_ssm_dtype") is not None:
         ssm_dtype = reader.raw("mamba_ssm_dtype")
@@ -747,4 +835,5 @@ def describe_model(config, seat=None):
         "derived_max_model_len": max_len_limits[-1]["limit"],
         "derived_max_model_len_is_float": max_len_limits[-1]["is_float"],
         "max_len_limits": max_len_limits,
+        "head_size_reads": head_size_reads,
     }

@@ -186,3 +186,60 @@ def test_capacity_and_budget_round_trip_through_either_format(version, tokens, m
     assert info["max_concurrency"] == float("%.2f" % conc)
     assert abs(info["kv_cache_memory_bytes"] - kv_bytes) <= 0.005 * GIB + 1
     assert reserved_matches(kv_bytes, info)
+
+
+def test_linear_py_reporting_a_weight_oom_is_one_oom_while_loading_weights():
+    full = parse_boot_log(fixture("v0.11.0-weights-oom"))
+    assert full["cause"].startswith("Failed to create unquantized linear weights: CUDA out of memory.")
+    # linear.py's line alone (a log that kept no traceback) is the same event, and the cause
+    log = render.Log("0.11.0")
+    log.rec("APIServer", 1, "INFO", "10-05 21:40:01", "0.11.0/version", "0.11.0")
+    log.rec("EngineCore_DP0", 75, "ERROR", "10-05 21:40:09", "0.11.0/linear_oom",
+            "CUDA out of memory. Tried to allocate 250.00 MiB.")
+    log.raw("RuntimeError: " + render.TEMPLATES["0.11.0/linear_raise"][3], "EngineCore_DP0", 75)
+    alone = parse_boot_log(log.text())
+    assert (alone["oom_events"], alone["torch_oom_events"], alone["oom_phases"]) == (1, 1, ["weights"])
+    assert alone["cause"] == "Failed to create unquantized linear weights: CUDA out of memory. Tried to allocate 250.00 MiB."
+    # each rank's own OOM is its own event
+    log.rec("Worker_TP1", 76, "ERROR", "10-05 21:40:09", "0.11.0/linear_oom",
+            "CUDA out of memory. Tried to allocate 250.00 MiB. GPU 1 has a total capacity of 44.39 GiB")
+    assert parse_boot_log(log.text())["oom_phases"] == ["weights", "weights"]
+
+
+def v0_log(args=None, refusal=None):
+    log = render.Log("0.6.2")
+    log.rec(None, None, "INFO", "10-05 20:10:01", "0.6.2/version", "0.6.2")
+    if args is not None:
+        log.rec(None, None, "INFO", "10-05 20:10:01", "0.6.2/args", "Namespace(%s)" % args)
+    log.rec(None, None, "INFO", "10-05 20:10:12", "0.6.2/blocks", 1705, 2048)
+    if refusal is not None:
+        log.raw("ValueError: " + refusal)
+    return parse_boot_log(log.text())
+
+
+@pytest.mark.parametrize("args, length", [
+    ("subparser='serve', model='/m', max_model_len=8192, speculative_max_model_len=None", 8192),
+    ("max_model_len=8192, model='/m'", 8192),
+    ("speculative_max_model_len=4096, max_model_len=None, model='/m'", None),
+    ("model='/m', max_model_len=8192", 8192),
+])
+def test_a_v0_engine_names_its_context_only_in_its_arguments(args, length):
+    boot = v0_log(args=args)
+    assert boot["version"] == "0.6.2" and boot["num_gpu_blocks"] == 1705
+    assert boot["max_model_len"] == length
+
+
+def test_the_context_a_refusal_names_is_the_seats_when_no_other_line_names_it():
+    v0 = render.TEMPLATES["0.6.2/max_seq_len"][3].format(L=131072, T=27280)
+    boot = v0_log(refusal=v0)
+    assert boot["admission_check"] == {"max_model_len": 131072, "needed_gib": None, "available_gib": None,
+                                       "estimated_max_model_len": None, "kv_cache_tokens": 27280}
+    assert boot["max_model_len"] == 131072 and boot["cause"] == "ValueError: " + v0
+    # 0.10.2's wording, cut short where a log line was: the length is still read
+    cut = render.TEMPLATES["0.10.2/admission"][3].format(L=131072, needed=36.0, available=20.37, estimated="")[:80]
+    assert "models's max seq len (131072)" in cut
+    boot = v0_log(refusal=cut)
+    assert boot["admission_check"]["max_model_len"] == boot["max_model_len"] == 131072
+    assert boot["admission_check"]["needed_gib"] is None
+    # what the engine refused comes before what it was asked
+    assert v0_log(args="max_model_len=4096", refusal=v0)["max_model_len"] == 131072

@@ -31,7 +31,7 @@ def test_a_boot_that_served_reads_whole():
 def test_a_budget_below_one_request_is_the_admission_refusal():
     boot = _read("admission-failed")
     assert boot["admission_check"] == {"max_model_len": 4096, "needed_gib": 0.0, "available_gib": 0.0,
-                                       "estimated_max_model_len": 1920}
+                                       "estimated_max_model_len": 1920, "kv_cache_tokens": None}
     assert boot["kv_cache_tokens"] is None and boot["engine_dead"] and not boot["ready"]
     assert boot["kv_cache_memory_bytes"] == 1 << 20
     assert boot["cause"].startswith("ValueError: To serve at least one request"), boot["errors"]
