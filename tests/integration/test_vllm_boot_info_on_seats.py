@@ -66,7 +66,8 @@ def test_failed_boots_read_as_the_numbers_a_gate_reports(gpus, seats, models):
     assert too_long.wait_exit() == 1
     info = parse_boot_log(too_long.output)
     assert info["admission_check"] == {"max_model_len": 131072, "needed_gib": 18.0,
-                                       "available_gib": 8.0, "estimated_max_model_len": 58224}
+                                       "available_gib": 8.0, "estimated_max_model_len": 58224,
+                                       "kv_cache_tokens": None}
     assert info["kv_cache_memory_bytes"] == 8 * 2 ** 30 and not info["ready"]
 
     oom = seats(config, *PINNED, env={"FAKE_VLLM_FAULT": "oom_at_boot"}, wait=False)
