@@ -69,6 +69,20 @@ options:
     type: str
     choices: [auto, nvml, nvidia-smi]
     default: auto
+  drain_timeout:
+    description:
+      - Before a seat restarts, wait at most this many seconds until the requests it is working
+        on reach zero (its engine's count, for vLLM C(/metrics)), so a long answer finishes
+        rather than being cut off; V(0) restarts it at once. A seat that does not answer, or
+        whose engine counts nothing, restarts at once.
+      - A gateway that fails the seat's routes over to another deployment sends it new requests
+        until it stops; what those lose depends on the gateway's retries (see the gateway guide).
+    type: float
+    default: 0
+  drain_interval:
+    description: Seconds between two readings of the count while a seat drains.
+    type: float
+    default: 0.2
 requirements:
   - The C(docker) CLI with the compose plugin on the target, and what M(llmfleet.seats.gpu_info)
     needs to read the cards.
@@ -121,6 +135,12 @@ boots:
     outcome:
       description: C(ready), C(failed), C(abandoned) (another seat failed while it booted) or C(not started).
       type: str
+    drain:
+      description:
+        - How its restart waited for its requests in flight, with O(drain_timeout); null without.
+        - C(outcome) is C(drained), C(timed_out) (stopped with C(in_flight_left) still running),
+          C(not_answering) (nothing served at its address) or C(not_counted) (its engine counts nothing).
+      type: dict
   sample: [{"seat": "coder", "gpus": ["GPU-5f1c"], "after": [], "started_s": 0.0, "boot_s": 81.6, "outcome": "ready"}]
 actions:
   description: One line per seat for the report (see the sample).

@@ -216,7 +216,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.files impo
     present_seats,
     restored,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, compose, runtime_of, systemd
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, runtime_of
 
 
 def main():
@@ -248,9 +248,8 @@ def main():
             result = restored(RUNTIMES[params["runtime"]], params["project_dir"], params["restore"],
                               module.check_mode)
         else:
-            env_mode = file_mode(params["env_mode"], "env_mode")
-            modes = {compose.ENV_FILE: env_mode, systemd.ENV_FILE: env_mode,
-                     compose.COMPOSE_FILE: file_mode(params["compose_mode"], "compose_mode")}
+            modes = {name: file_mode(params[option], option)
+                     for runtime in RUNTIMES.values() for name, option in runtime.MODE_OPTIONS.items()}
             common = (params["host"], params["backup_tag"], params["backup_date"] or time.strftime("%Y%m%d"),
                       modes, params["validate"], Docker(), module.check_mode, params["secrets"])
             if params["seats"] is not None:

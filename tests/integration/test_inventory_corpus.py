@@ -704,6 +704,10 @@ MODULE_CASES = [
                                                               "seats": [{"name": "s", "need_mib": 1}]}, "capacity"),
     ("gateway_routes a missing config", "gateway_routes", {"path": "{dir}/none.yaml",
                                                            "seats": [{"name": "s", "host": "h", "port": 1}]}, "{dir}/none.yaml"),
+    ("gateway_load no routes", "gateway_load", {"url": "http://127.0.0.1:9", "routes": [],
+                                                 "stop_file": "{dir}/stop"}, "routes: expected a non-empty list"),
+    ("seat_drain a seat without a port", "seat_drain", {"seats": [{"name": "s", "engine": "vllm"}]},
+     "seat s: port: expected a TCP port (1-65535), got None"),
     ("vllm_boot_info a budget that is a word", "vllm_boot_info", {"log": "", "expected_kv_cache_memory_bytes": "lots"},
      "expected_kv_cache_memory_bytes"),
 ]

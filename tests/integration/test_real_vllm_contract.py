@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import in_flight
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
 from support.fake_vllm import GPU0, VLLM, GpuDriver, Seat
 from support.litellm import free_port
@@ -102,6 +103,8 @@ def _observe(url, log):
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
         "vllm:cache_config_info") if name in metrics)
+    # what a window's drain reads before it stops the seat: nothing in flight once the replies are in
+    seen["metrics.in_flight"] = in_flight(metrics)
     return seen
 
 

@@ -289,3 +289,67 @@ def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_on
     assert report["hosts"]["twin1"]["status"] == "rolled_back"
     assert_rolled_back(before["twin1"])
     assert state("twin2") == before["twin2"]
+
+
+@pytest.fixture
+def failover_gateway(twin_inventory, tmp_path):
+    """A real LiteLLM whose route alpha falls back to the gamma seat (router fallbacks), beside
+    alpha-solo, the same seat with nothing to fall back on; no retries, so each failure counts."""
+    from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
+
+    hosts = {name: host for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
+             for name, host in (group.get("hosts") or {}).items()}
+    address = hosts["twin1"]["ansible_host"]
+    key = "sk-" + os.urandom(16).hex()
+
+    def deployment(route, served, port, **extra):
+        return {"model_name": route, "litellm_params": dict(
+            {"model": "hosted_vllm/" + served, "api_base": "http://%s:%d/v1" % (address, port)}, **extra)}
+
+    config = tmp_path / "litellm.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_list": [deployment("alpha", "alpha", 8101), deployment("alpha-fallback", "gamma", 8103),
+                       deployment("alpha-solo", "alpha", 8101), deployment("gamma", "gamma", 8103)],
+        "litellm_settings": {"num_retries": 0, "request_timeout": 30},
+        "router_settings": {"fallbacks": [{"alpha": ["alpha-fallback"]}]},
+        "general_settings": {"master_key": key}}))
+    proxy = LiteLLMProxy(litellm_bin(), config, key)
+    yield proxy
+    stop(proxy.proc)
+
+
+@pytest.mark.litellm
+def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_report_shows_it(
+        twin_inventory, failover_gateway, tmp_path):
+    # first the fleet as this test starts it: alpha alone changes in the window below
+    rebalance(fleet_with(tmp_path / "settle", alpha={"max_model_len": 16384}), twin_inventory, tmp_path / "settle-report")
+    wait_healthy("twin1")
+
+    load = ["-e", json.dumps({"seat_rebalance_gateway_url": failover_gateway.url,
+                              "seat_rebalance_gateway_api_key": failover_gateway.master_key,
+                              "seat_rebalance_gateway_load": True,
+                              "seat_rebalance_gateway_load_routes": ["alpha", "alpha-solo", "gamma"],
+                              "seat_rebalance_gateway_load_interval": 0.1})]
+    proc = rebalance(fleet_with(tmp_path, alpha={"max_model_len": 12288}), twin_inventory, tmp_path / "report", *load)
+    assert failover_gateway.master_key not in proc.stdout + proc.stderr
+    section = report_of(tmp_path / "report")["hosts"]["twin1"]
+    assert section["status"] == "applied"
+    assert section["changed_seats"] == ["alpha"], section["changed_seats"]
+    routes = {route["route"]: route for route in section["gateway_load"]["routes"]}
+    solo = routes["alpha-solo"]
+    print("through alpha's restart: alpha-solo (no fallback) lost %d of %d requests, %.1f s without a reply; "
+          "alpha (falls back to gamma) lost %d of %d, %.1f s at most"
+          % (solo["failed"], solo["sent"], solo["longest_gap_s"], routes["alpha"]["failed"], routes["alpha"]["sent"],
+             routes["alpha"]["longest_gap_s"]))
+    assert solo["failed"] > 0, "a route with nothing to fall back on fails while its seat restarts"
+    assert routes["alpha"]["failed"] == 0 and routes["alpha"]["sent"] > 10, "the fallback tier carries alpha"
+    assert routes["gamma"]["failed"] == 0, "a seat the window does not touch is not disturbed"
+    assert routes["alpha"]["longest_gap_s"] < solo["longest_gap_s"]
+    # alpha shrinks, so it stops before anything boots: it is drained right before that stop
+    actions = section["actions"]
+    drained = [index for index, action in enumerate(actions) if action.startswith("before its stop: alpha: ")]
+    assert drained and drained[0] < actions.index("stopped first (moves or shrinks): alpha"), actions
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "### Through the gateway during the window" in markdown
+    assert "| alpha-solo | %d | **%d** |" % (solo["sent"], solo["failed"]) in markdown
+    assert failover_gateway.master_key not in markdown + json.dumps(section)

@@ -8,7 +8,7 @@
 """The engine seam: what kind of server a seat runs (vLLM, a fixed-size tenant, radiance). An engine says
 how its seat is sized, what its launch arguments and environment are, how its boot log is read,
 and which gates and probe apply after it boots; ``seam`` lists the interface, ``ENGINES`` who
-implements it.
+implements it (each checked against the seam as it is registered).
 
 May import: _common, _sizing.
 """
@@ -16,8 +16,10 @@ May import: _common, _sizing.
 from __future__ import annotations
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import fixed, radiance, vllm
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import ENGINE
 
-ENGINES = {engine.NAME: engine for engine in (vllm, fixed, radiance)}
+# each engine as the seam hands it out: its own names, and the seam's default for each it leaves out
+ENGINES = {engine.NAME: ENGINE.implement(engine) for engine in (vllm, fixed, radiance)}
 
 
 def engine_of(seat):

@@ -7,7 +7,8 @@
 
 """The fixed engine: a tenant that takes a fixed amount of GPU memory whatever it is asked (an
 ASR model, an embedder). Sized by its declared cap; its image runs its own command on its own
-port; after boot it only has to be running and healthy."""
+port; after boot it only has to be running and healthy. Every name of the seam it leaves out
+takes the seam's default (seam.ENGINE)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,6 @@ HOST_IPC = False
 # It leaves the operator's margin free on its GPUs.
 KEEPS_OWN_HEADROOM = False
 EXITS_CLEAN_ON_FAULT = False
-
-
-def gpu_count(check, where, raw):
-    return 1
 
 
 def container_name(name):
@@ -49,31 +46,8 @@ def size(seat, inventory_dir, options):
     return {"kv": None, "rule": "fixed cap", "weights_bytes": None}
 
 
-def boot_problem(seat, sized):
-    return None
-
-
 def footprint(seat, sized, plateau, record, default_overhead_mib):
     return fixed_footprint(seat)
-
-
-def ran(process):
-    """A fixed tenant's cap does not depend on what it ran."""
-    return None
-
-
-def boot_utilization(footprint_mib, margin_mib, total_mib):
-    """None: a fixed tenant has no startup check of its own."""
-    return None
-
-
-def planned(seat, sized):
-    return {}
-
-
-def window_problems(seat, sized, running):
-    """A fixed tenant may change anything in one window."""
-    return [], []
 
 
 def check_plan_seat(seat, fail):
@@ -82,27 +56,9 @@ def check_plan_seat(seat, fail):
         fail("launch.container_port", "a TCP port (1-65535)", port)
 
 
-def serves(argv):
-    """Nothing tells this engine's server apart when something else started it."""
-    return False
-
-
-def boot_state(log):
-    """Never asked: ``serves`` recognises no server started outside the collection."""
-    return "serving", None
-
-
-def environment(seat):
-    return []
-
-
 def command(seat, var):
     """The image's own command, or the one the inventory gives it."""
     return list(seat["launch"].get("command") or [])
-
-
-def container_environment(seat, var):
-    return []
 
 
 def listen_port(seat, var):
@@ -110,21 +66,5 @@ def listen_port(seat, var):
     return str(seat["launch"].get("container_port") or seat["port"])
 
 
-def before_start_gates(seat, card, free_mib):
-    return []
-
-
-def host_gates(seat, cards):
-    return []
-
-
-def after_boot_gates(seat, host, healthy):
-    return []
-
-
 def plan_cells(seat):
     return "fixed cap", "-", "-"
-
-
-def plan_notes(seat):
-    return []

@@ -287,16 +287,6 @@ def window_problems(seat, sized, running):
 
 
 # -- launch ---------------------------------------------------------------------------------------
-def serves(argv):
-    """Nothing tells this engine's server apart when something else started it."""
-    return False
-
-
-def boot_state(log):
-    """Never asked: ``serves`` recognises no server started outside the collection."""
-    return "serving", None
-
-
 def check_plan_seat(seat, fail):
     for _var, field in ENV_KNOBS:
         value = seat.get(field)
@@ -351,10 +341,6 @@ def listen_port(seat, var):
 
 
 # -- gates ----------------------------------------------------------------------------------------
-def before_start_gates(seat, card, free_mib):
-    return []
-
-
 def host_gates(seat, cards):
     """The host's RAM must hold the new ledger before anything boots: MemAvailable, with what
     the seat pins now given back, covers it, and the host has the TTM_TARGET_MIB the preflight

@@ -5,42 +5,150 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The engine seam. An engine is a module of this package that defines, with these names:
+"""The engine seam, declared in code: ``ENGINE`` names what an engine module defines, each with
+its parameters or type and, where an engine may leave it out, the default it gets (the default's
+docstring says what the name means). ``ENGINES`` (this package) hands every engine out through
+``ENGINE.implement``, and a conformance test asks each registered engine; docs/architecture.md
+has the table of who implements what.
 
-- ``NAME``; ``FIELDS``: the inventory fields a seat of this engine may have beyond every seat's;
-  ``LAUNCH_FIELDS``: which of them the rendered files need; ``SIZE_FIELDS``: which are sizes.
-- ``gpu_count(check, where, raw)``, ``container_name(name)``,
-  ``normalize(check, where, raw, seat, defaults)``: the inventory checked into normal form.
-- ``size(seat, inventory_dir, options)`` -> ``{"kv", "rule", "weights_bytes"}`` (SizingError;
-  ``options``: ``gpu_profile``, ``kv_round_to``, ``gpus``: the host's GPUs in normal form),
-  ``boot_problem(seat, sized)``: why the engine would refuse to start with that size, or None;
-  ``footprint(seat, sized, plateau, record, default_overhead_mib)`` (``record``: what the seat
-  ran when the plateau was recorded), ``ran(process)``: that record from the seat's process in
-  a snapshot (or None), ``boot_utilization(footprint_mib, margin_mib, total_mib)`` (or None),
-  ``planned(seat, sized)``: the numbers a plan seat carries; ``window_problems(seat, sized,
-  running)``: ``(problems, warnings)`` of this window against ``ran``'s record of what the seat
-  runs now (None when it runs nothing).
-- ``check_plan_seat(seat, fail)``, ``environment(seat)`` (the variables a window changes),
-  ``command(seat, var)``, ``container_environment(seat, var)`` (``[(NAME, value)]`` the
-  container gets beside the inventory's), ``listen_port(seat, var)``, ``HOST_IPC``: what a runtime needs to run
-  it; ``EXITS_CLEAN_ON_FAULT``: whether only a restart policy that restarts a clean exit keeps
-  it up; ``KEEPS_OWN_HEADROOM``: whether it claims its cards whole but its own headroom, which
-  then stands for the operator's margin on them; ``var(NAME)`` is the runtime's reference to one of the seat's variables.
-- ``before_start_gates(seat, card, free_mib)`` (per GPU), ``host_gates(seat, cards)`` (once,
-  on gpu_info's whole reading), ``after_boot_gates(seat, host, healthy)``: its own gates beside
-  every seat's (free memory, container running, health).
-- ``serves(argv)``: whether a process started outside the collection runs this engine's server;
-  ``boot_state(log)``: how far that server's boot got by its log since it started,
-  ``("serving" | "booting" | "failed", why or None)`` (a rollback that brings it back waits for
-  it to serve before the next).
-- ``plan_cells(seat)``: its KV budget, KV tokens and concurrency cells in the plan's and the
-  sizing's tables; ``plan_notes(seat)``: lines the plan prints about it below them.
-
-docs/architecture.md has the table of who implements what.
+The inventory checked into normal form: ``gpu_count``, ``container_name``, ``normalize``. Sized,
+its footprint and what a plan seat carries: ``size``, ``boot_problem``, ``footprint``, ``ran``,
+``boot_utilization``, ``planned``, ``window_problems``. What a runtime needs to run it:
+``check_plan_seat``, ``environment``, ``command``, ``container_environment``, ``listen_port``,
+``HOST_IPC``. Its gates beside every seat's: ``before_start_gates``, ``host_gates``,
+``after_boot_gates``. A server started outside the collection: ``serves``, ``boot_state``. Its
+requests in flight: ``IN_FLIGHT_PATH``, ``in_flight``. The plan's tables: ``plan_cells``,
+``plan_notes``.
 """
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.seam import Constant, Required, Seam
+
 
 class SizingError(ValueError):
     """A seat that cannot be sized; the message names the seat and why."""
+
+
+def gpu_count(check, where, raw):
+    """How many GPUs the inventory's seat ``raw`` takes (problems go to ``check``): one."""
+    return 1
+
+
+def boot_problem(seat, sized):
+    """Why the engine would refuse to start with that size, or None: none."""
+    return None
+
+
+def ran(process):
+    """What the seat ran, from its process in a snapshot (the record ``footprint`` and
+    ``window_problems`` read), or None: nothing its size depends on."""
+    return None
+
+
+def boot_utilization(footprint_mib, margin_mib, total_mib):
+    """The share of a card its boot checks for, or None: no startup check of its own."""
+    return None
+
+
+def planned(seat, sized):
+    """The numbers a plan seat carries beside every seat's: none."""
+    return {}
+
+
+def window_problems(seat, sized, running):
+    """``(problems, warnings)`` of this window against ``ran``'s record of what the seat runs
+    now (None when it runs nothing): anything may change in one window."""
+    return [], []
+
+
+def check_plan_seat(seat, fail):
+    """Check a plan seat's own fields before it is rendered, ``fail(field, expected, value)``
+    for each problem: nothing beyond every seat's."""
+
+
+def environment(seat):
+    """``[(NAME, value)]``: the variables a window changes: none."""
+    return []
+
+
+def container_environment(seat, var):
+    """``[(NAME, value)]`` the container gets beside the inventory's (``var(NAME)`` is the
+    runtime's reference to one of the seat's variables): none."""
+    return []
+
+
+def before_start_gates(seat, card, free_mib):
+    """Its own gates on one of its GPUs before it starts, beside the free memory: none."""
+    return []
+
+
+def host_gates(seat, cards):
+    """Its own gates on gpu_info's whole reading, once, before it starts: none."""
+    return []
+
+
+def after_boot_gates(seat, host, healthy):
+    """Its own gates after its boot, beside every seat's (running, healthy): none."""
+    return []
+
+
+def serves(argv):
+    """Whether a process started outside the collection (its argv) runs this engine's server:
+    nothing tells it apart."""
+    return False
+
+
+def boot_state(log):
+    """How far such a server's boot got by its log since it started, ``("serving" | "booting" |
+    "failed", why or None)`` (a rollback that brings it back waits for it to serve): never
+    asked, as ``serves`` recognises none."""
+    return "serving", None
+
+
+def in_flight(metrics):
+    """The requests it is working on, by the text of its IN_FLIGHT_PATH, or None (a window waits
+    for zero before it stops the seat): never asked, as IN_FLIGHT_PATH is None."""
+    return None
+
+
+def plan_notes(seat):
+    """Lines the plan prints about it below its tables: none."""
+    return []
+
+
+ENGINE = Seam("engine", {
+    "NAME": Constant(str, doc="the inventory's engine: value"),
+    "FIELDS": Constant(frozenset, frozenset(), doc="the inventory fields its seat may have beyond every seat's"),
+    "LAUNCH_FIELDS": Constant(tuple, (), doc="which of FIELDS the rendered files need"),
+    "SIZE_FIELDS": Constant(tuple, (), doc="which of FIELDS are sizes"),
+    "HOST_IPC": Constant(bool, False, doc="whether a runtime gives it the host's IPC namespace"),
+    "EXITS_CLEAN_ON_FAULT": Constant(bool, False, doc="whether only a restart policy that restarts a clean exit keeps it up"),
+    "KEEPS_OWN_HEADROOM": Constant(bool, False, doc="whether it claims its cards whole but its own headroom, which "
+                                                    "then stands for the operator's margin on them"),
+    "API_KEY_VARIABLE": Constant((str, type(None)), None, doc="the variable its server reads its API key from"),
+    "IN_FLIGHT_PATH": Constant((str, type(None)), None, doc="the path of its server that counts its requests in flight"),
+    "gpu_count": gpu_count,
+    "container_name": Required("name", doc="its container's name for a seat of that name"),
+    "normalize": Required("check", "where", "raw", "seat", "defaults", doc="the inventory's seat in normal form"),
+    "size": Required("seat", "inventory_dir", "options", doc='{"kv", "rule", "weights_bytes"} (SizingError)'),
+    "boot_problem": boot_problem,
+    "footprint": Required("seat", "sized", "plateau", "record", "default_overhead_mib", doc="its GPU memory"),
+    "ran": ran,
+    "boot_utilization": boot_utilization,
+    "planned": planned,
+    "window_problems": window_problems,
+    "check_plan_seat": check_plan_seat,
+    "environment": environment,
+    "command": Required("seat", "var", doc="its server's argv"),
+    "container_environment": container_environment,
+    "listen_port": Required("seat", "var", doc="the port its server listens on inside the container"),
+    "before_start_gates": before_start_gates,
+    "host_gates": host_gates,
+    "after_boot_gates": after_boot_gates,
+    "serves": serves,
+    "boot_state": boot_state,
+    "in_flight": in_flight,
+    "plan_cells": Required("seat", doc="its KV budget, KV tokens and concurrency cells in the plan's tables"),
+    "plan_notes": plan_notes,
+})

@@ -457,6 +457,20 @@ def serves(argv):
     return server_args(argv) is not None
 
 
+# The requests a vLLM server is working on, by its Prometheus metrics: those in the batch and
+# those queued for it, summed over its engines (one sample per engine and model name).
+IN_FLIGHT_PATH = "/metrics"
+_IN_FLIGHT_RE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(?P<value>[0-9.eE+-]+)\s*$",
+                           re.MULTILINE)
+
+
+def in_flight(metrics):
+    """The requests the server is working on, by the text of its IN_FLIGHT_PATH; None when the
+    text has no such count."""
+    values = [float(found.group("value")) for found in _IN_FLIGHT_RE.finditer(metrics or "")]
+    return int(sum(values)) if values else None
+
+
 def boot_state(log):
     """How far such a server's boot got, by its log since it started: ``("serving", None)``
     once the API server is up (vLLM starts it after the engine has taken its memory),

@@ -27,6 +27,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE, SPARE_GATE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import drain_words, wait_drained
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
     SEAT_GATES_SPEC,
     GateInputError,
@@ -74,11 +75,13 @@ class Booter:
     this sets when a seat fails."""
 
     def __init__(self, seats, waves, start, read_cards, host, plan_gpus, margin_mib, tolerance_mib,
-                 clock=time.monotonic, spare_gate=SPARE_GATE):
+                 clock=time.monotonic, spare_gate=SPARE_GATE, drain=None):
         by_name = {seat["name"]: seat for seat in seats}
         self.order = [by_name[name] for wave in waves for name in wave]
         self.after = boot_after(waves, self.order)
         self.start, self.read_cards, self.host = start, read_cards, host
+        # drain(seat): waits for what the seat serves now to finish, before its restart
+        self.drain = drain
         self.plan_gpus, self.margin_mib, self.tolerance_mib = plan_gpus, margin_mib, tolerance_mib
         self.spare_gate = spare_gate
         self.clock = clock
@@ -88,7 +91,8 @@ class Booter:
         self.gates = {seat["name"]: [] for seat in self.order}
         self.boots = {seat["name"]: {"seat": seat["name"], "gpus": seat["gpus"],
                                      "after": self.after[seat["name"]], "started_s": None,
-                                     "boot_s": None, "outcome": NOT_STARTED} for seat in self.order}
+                                     "boot_s": None, "outcome": NOT_STARTED, "drain": None}
+                      for seat in self.order}
         self.problems = []
         self.bugs = []
         self.began = None
@@ -150,6 +154,8 @@ class Booter:
             boot["outcome"] = FAILED
             self.abandon.set()
             return
+        if self.drain is not None:
+            boot["drain"] = self.drain(seat)
         started = self.clock()
         boot["started_s"] = round(started - self.began, 1)
         problem = self.start(seat)
@@ -178,16 +184,18 @@ class Booter:
 
 
 def _action(boot):
+    drained = drain_words(boot.get("drain"))
+    drained = " (restarted: %s)" % drained if drained else ""
     if boot["outcome"] == READY:
-        return "booted: %s in %.1f s%s" % (boot["seat"], boot["boot_s"], (
-            " (after %s)" % ", ".join(boot["after"]) if boot["after"] else ""))
+        return "booted: %s in %.1f s%s%s" % (boot["seat"], boot["boot_s"], (
+            " (after %s)" % ", ".join(boot["after"]) if boot["after"] else ""), drained)
     if boot["outcome"] == ABANDONED:
         return "boot abandoned: %s (another seat failed while it booted)" % boot["seat"]
     if boot["outcome"] == NOT_STARTED:
         return "not started: %s (a seat before it failed)" % boot["seat"]
     if boot["started_s"] is None:
         return "not started: %s (its gate before the start failed)" % boot["seat"]
-    return "boot failed: %s" % boot["seat"]
+    return "boot failed: %s%s" % (boot["seat"], drained)
 
 
 SEAT_BOOT_SPEC = {
@@ -196,6 +204,8 @@ SEAT_BOOT_SPEC = {
     "root": {"type": "path", "required": True},
     "runtimes": {"type": "dict", "default": {}},
     "gpu_source": {"type": "str", "default": "auto", "choices": list(LIVE_SOURCES)},
+    "drain_timeout": {"type": "float", "default": 0.0},
+    "drain_interval": {"type": "float", "default": 0.2},
 }
 SEAT_BOOT_SPEC.update({key: SEAT_GATES_SPEC[key] for key in (
     "plan_gpus", "margin_mib", "tolerance_mib", "spare_gate", "health_timeout", "health_interval", "runtime_probe",
@@ -232,6 +242,10 @@ def _check_input(seats, waves, runtimes):
 def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
     _check_input(params["seats"], params["waves"], params["runtimes"])
+    if not params["drain_timeout"] >= 0:
+        raise GateInputError("drain_timeout: expected seconds >= 0 (0: restart at once), got %r" % params["drain_timeout"])
+    if not params["drain_interval"] > 0:
+        raise GateInputError("drain_interval: expected seconds > 0, got %r" % params["drain_interval"])
     host = SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
                     params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"],
                     secrets=params["secrets"])
@@ -241,7 +255,9 @@ def seat_boot(params, docker, check_mode=False):
                               os.path.join(params["root"], seat["name"]), docker)[1],
         lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
         host, params["plan_gpus"], params["margin_mib"], params["tolerance_mib"],
-        spare_gate=params["spare_gate"])
+        spare_gate=params["spare_gate"],
+        drain=(lambda seat: wait_drained(seat, host.client(seat), params["drain_timeout"], params["drain_interval"]))
+        if params["drain_timeout"] > 0 else None)
     # the probe reports what the boot left free, read as the boots read the cards
     host.read_cards = booter.cards
     if check_mode:

@@ -131,6 +131,7 @@ def report_markdown(report):
         lines += ["", "### What was done", ""]
         lines += ["- %s" % action for action in section.get("actions") or []] or ["nothing"]
         lines += _boots_markdown(section.get("boots") or {})
+        lines += _load_markdown(section.get("gateway_load") or {})
         rollback = section.get("rollback") or {}
         if rollback:
             lines += ["", "### Rollback: %s" % ("complete, the host is as it was" if rollback.get("complete")
@@ -180,6 +181,23 @@ def _boots_markdown(boots):
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             boot["seat"], ", ".join(gpu[:12] for gpu in boot["gpus"]), ", ".join(boot["after"]) or "-",
             _cell(boot["started_s"]), _cell(boot["boot_s"]), boot["outcome"]))
+    return lines
+
+
+def _load_markdown(load):
+    """What the gateway's clients saw during the window, per route."""
+    if not load:
+        return []
+    lines = ["", "### Through the gateway during the window", ""]
+    if load.get("error"):
+        return lines + ["The load through the gateway could not tell: %s" % _cell(load["error"])]
+    lines += ["%s s of requests on each route, one in flight at a time." % load["seconds"], "",
+              "| route | sent | failed | longest without a reply, s | ended at s | first failures |",
+              "|---|---|---|---|---|---|"]
+    for route in load["routes"]:
+        lines.append("| %s | %d | %s | %s | %s | %s |" % (
+            route["route"], route["sent"], "**%d**" % route["failed"] if route["failed"] else "0",
+            route["longest_gap_s"], _cell(route["longest_gap_ended_at_s"]), _cell("; ".join(route["failures"]))))
     return lines
 
 

@@ -6,7 +6,7 @@
 # Do not use this from other collections or standalone plugins/modules!
 
 """The runtime seam: how a seat is run on its host (a docker compose project, or a systemd unit
-that runs its container). ``seam`` lists the interface, ``RUNTIMES`` who implements it;
+that runs its container). ``seam`` declares the interface, ``RUNTIMES`` who implements it (each checked against it as it is registered);
 docs/architecture.md has the table.
 
 May import: _common, _engines (a seat's launch arguments).
@@ -15,9 +15,10 @@ May import: _common, _engines (a seat's launch arguments).
 from __future__ import annotations
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RUNTIME, RenderError
 
-RUNTIMES = {runtime.NAME: runtime for runtime in (compose, systemd)}
+# each runtime as the seam hands it out: its own names, and the seam's default for each it leaves out
+RUNTIMES = {runtime.NAME: RUNTIME.implement(runtime) for runtime in (compose, systemd)}
 DEFAULT_RUNTIME = compose.NAME
 
 

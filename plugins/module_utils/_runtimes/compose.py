@@ -46,6 +46,8 @@ COMPOSE_FILE = "compose.yaml"
 # The .env holds what a window changes, and may hold tokens: only its owner reads it.
 _MODES = {ENV_FILE: 0o600, COMPOSE_FILE: 0o644}
 PROJECT_LABEL = "com.docker.compose.project"
+# the seat_files options that set its files' modes
+MODE_OPTIONS = {ENV_FILE: "env_mode", COMPOSE_FILE: "compose_mode"}
 
 
 def files(_name):

@@ -5,27 +5,49 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""The runtime seam. A runtime is a module of this package that defines, with these names:
+"""The runtime seam, declared in code: ``RUNTIME`` names what a runtime module defines, each with
+its parameters or type and, where a runtime may leave it out, the default it gets. ``RUNTIMES``
+(this package) hands every runtime out through ``RUNTIME.implement``, and a conformance test asks
+each registered runtime.
 
-- ``NAME``; ``files(seat name)``: ``{file name: mode}``, the seat's files in its project
-  directory and the mode each gets when it is created (a file that exists keeps its own);
-- ``render(seat, host, secrets, project_dir)`` -> ``{file name: text}`` for a plan seat in that
-  directory, deterministic (RenderError); ``secrets`` holds the values of the seat's ``launch.secret_environment``, which
-  only a file its owner alone reads may carry; ``redact(name, text, before=None)``: that file's
-  text with every secret replaced, marked where it differs from ``before`` (what a diff shows);
-- ``validate(project_dir, staged, docker)``: why the runtime refuses the staged files
-  (``{file name: path}``), or None;
-- ``start(project_dir, docker, wait_timeout, check_mode)``, ``stop(project_dir, docker,
-  check_mode)``, ``remove(project_dir, docker, check_mode)``: each ``(changed, problem or
-  None)``; ``wait_timeout`` (or None) waits until the seat is healthy; in check mode nothing
-  is done and ``changed`` says whether it would be;
-- ``states(docker)``: ``{seat: "running (healthy)" | "running (health: starting)" |
-  "exited: ..." }`` for every seat it runs on the host;
-- ``log(seat, docker)``: the plan seat's log since its last start (what its engine's gates read).
+Its files: ``files``, ``MODE_OPTIONS``, ``render``, ``redact``, ``validate``. Running the seat:
+``start``, ``stop``, ``remove`` (each ``(changed, problem or None)``; in check mode nothing is
+done and ``changed`` says whether it would be). What runs: ``states``, ``log``.
 """
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.seam import Constant, Required, Seam
+
 
 class RenderError(ValueError):
     """A seat that cannot be rendered safely; the message names the seat and field."""
+
+
+def redact(name, text, before=None):
+    """That file's text with every secret replaced, marked where it differs from ``before``
+    (what a diff shows): its files hold no secret."""
+    return text
+
+
+RUNTIME = Seam("runtime", {
+    "NAME": Constant(str, doc="the plan seat's runtime: value"),
+    "MODE_OPTIONS": Constant(dict, {}, doc="file name -> the seat_files option that sets its mode "
+                                           "(env_mode, compose_mode)"),
+    "files": Required("name", doc="{file name: mode}: the seat's files in its project directory and the mode each "
+                                  "gets when it is created (a file that exists keeps its own)"),
+    "render": Required("seat", "host", "secrets", "project_dir",
+                       doc="{file name: text} for a plan seat in that directory, deterministic (RenderError); "
+                           "secrets hold the values of its launch.secret_environment, which only a file its "
+                           "owner alone reads may carry"),
+    "redact": redact,
+    "validate": Required("project_dir", "staged", "docker",
+                         doc="why the runtime refuses the staged files ({file name: path}), or None"),
+    "start": Required("project_dir", "docker", "wait_timeout", "check_mode",
+                      doc="wait_timeout (or None) waits until the seat is healthy"),
+    "stop": Required("project_dir", "docker", "check_mode"),
+    "remove": Required("project_dir", "docker", "check_mode"),
+    "states": Required("docker", doc='{seat: "running (healthy)" | "running (health: starting)" | "exited: ..."} '
+                                    "for every seat it runs on the host"),
+    "log": Required("seat", "docker", doc="the plan seat's log since its last start (what its engine's gates read)"),
+})

@@ -53,6 +53,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env 
 NAME = "systemd"
 ENV_FILE = "seat.env"
 SERVE_FILE = "serve.sh"
+# the seat_files option that sets its variables file's mode (the script and unit keep theirs)
+MODE_OPTIONS = {ENV_FILE: "env_mode"}
 UNIT_PREFIX = "llmfleet-seat-"
 RUNTIME_LABEL = "io.llmfleet.runtime"
 # What start() last started, per unit: a digest of its three files.

@@ -180,7 +180,7 @@ def _params(**changes):
               "root": "/srv/compose", "runtimes": {}, "gpu_source": "auto", "plan_gpus": [],
               "margin_mib": 512, "tolerance_mib": 512, "spare_gate": True, "health_timeout": 1, "health_interval": 1,
               "runtime_probe": False, "runtime_probe_fraction": 0.9, "address": "127.0.0.1",
-              "api_key": None, "secrets": None, "docker_host": None}
+              "api_key": None, "secrets": None, "docker_host": None, "drain_timeout": 0.0, "drain_interval": 0.2}
     params.update(changes)
     return params
 
@@ -199,6 +199,9 @@ def _params(**changes):
     ({"waves": [["a1"], ["c1"]]}, "waves[1]: expected names of the seats given (a1, b1), got 'c1'"),
     ({"waves": [["a1"], ["a1", "b1"]]}, "waves[1]: seat a1 boots once, it is listed again"),
     ({"runtimes": {"a1": "podman"}}, "runtimes: seat a1: expected one of compose, systemd, got 'podman'"),
+    ({"drain_timeout": -1.0}, "drain_timeout: expected seconds >= 0 (0: restart at once), got -1.0"),
+    ({"drain_timeout": float("nan")}, "drain_timeout: expected seconds >= 0"),
+    ({"drain_interval": 0.0}, "drain_interval: expected seconds > 0, got 0.0"),
 ])
 def test_seat_boot_refuses_input_before_it_starts_anything(changes, message):
     with pytest.raises(_boot.GateInputError) as refused:
@@ -211,3 +214,29 @@ def test_seat_boot_in_check_mode_lists_the_order_and_starts_nothing():
     assert result["changed"] and result["gates"] == [] and result["actions"] == []
     assert [(boot["seat"], boot["outcome"]) for boot in result["boots"]] == [
         ("a1", "not started"), ("b1", "not started")]
+
+
+def test_a_seat_drains_right_before_its_restart_and_the_action_says_so():
+    host = Host()
+    seats = [_seat("a1", "GPU-a"), _seat("a2", "GPU-a")]
+
+    def drain(seat):
+        host.note(("drain", seat["name"]))
+        if seat["name"] == "a1":
+            return {"seat": "a1", "outcome": "drained", "in_flight_at_start": 3, "in_flight_left": 0, "waited_s": 4.2}
+        return {"seat": "a2", "outcome": "not_answering", "in_flight_at_start": None, "in_flight_left": None,
+                "waited_s": 0.0}
+
+    booter = _boot.Booter(seats, [["a1"], ["a2"]], host.start, _cards, host, [], 512, 512, drain=drain)
+    thread, result = _run(booter)
+    _wait_for(host, ("start", "a1"))
+    host.ready["a1"].set()
+    _wait_for(host, ("start", "a2"))
+    host.ready["a2"].set()
+    thread.join(NEVER_S)
+    events = [event for event in host.events if event[0] in ("drain", "start", "healthy")]
+    assert events == [("drain", "a1"), ("start", "a1"), ("healthy", "a1"), ("drain", "a2"), ("start", "a2"),
+                      ("healthy", "a2")], "each seat drains only when its turn to restart has come"
+    assert result["boots"][0]["drain"]["in_flight_at_start"] == 3
+    assert result["actions"][0].endswith(" (restarted: drained 3 request(s) in flight in 4.2 s)")
+    assert "restarted" not in result["actions"][1], "a seat that was not serving had nothing to drain"

@@ -94,3 +94,22 @@ def test_the_boots_show_each_seats_seconds_beside_the_floor(tmp_path):
     write_report(str(tmp_path), "run-2", "twin1", dict(SECTION, boots=failed), False, False)
     assert "4.0 s from the first start until the boots stopped; no seat finished its boot." in (
         tmp_path / "report.md").read_text()
+
+
+def test_what_the_gateways_clients_saw_is_shown_per_route(tmp_path):
+    load = {"seconds": 74.3, "routes": [
+        {"route": "alpha", "sent": 118, "failed": 0, "longest_gap_s": 1.41, "longest_gap_ended_at_s": 37.2,
+         "failures": []},
+        {"route": "alpha-solo", "sent": 96, "failed": 21, "longest_gap_s": 12.6, "longest_gap_ended_at_s": 40.1,
+         "failures": ["HTTP 500: Connection error.", "HTTP 503: a | b"]}]}
+    write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, gateway_load=load), False, False)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "### Through the gateway during the window\n\n74.3 s of requests on each route" in markdown
+    assert "| alpha | 118 | 0 | 1.41 | 37.2 |  |" in markdown
+    assert "| alpha-solo | 96 | **21** | 12.6 | 40.1 | HTTP 500: Connection error.; HTTP 503: a \\| b |" in markdown
+    assert json.loads((tmp_path / "report.json").read_text())["hosts"]["twin1"]["gateway_load"] == load
+
+    write_report(str(tmp_path), "run-2", "twin1", dict(SECTION, gateway_load={"error": "timed out"}), False, False)
+    assert "The load through the gateway could not tell: timed out" in (tmp_path / "report.md").read_text()
+    write_report(str(tmp_path), "run-3", "twin1", SECTION, False, False)
+    assert "Through the gateway" not in (tmp_path / "report.md").read_text()

@@ -31,7 +31,7 @@ class LabelledDocker:
 
 def test_a_plan_seat_is_rendered_through_its_engine():
     files = compose.render(VLLM, "fv-ml1")
-    assert sorted(files) == [".env", "compose.yaml"] and runtime_of(VLLM) is compose
+    assert sorted(files) == [".env", "compose.yaml"] and runtime_of(VLLM).NAME == compose.NAME
     assert "SEAT_KV_CACHE_MEMORY_BYTES='4294967296'" in files[".env"]
     assert '- "--kv-cache-memory-bytes"' in files["compose.yaml"] and 'ipc: "host"' in files["compose.yaml"]
     tenant = compose.render(ASR)["compose.yaml"]

@@ -36,7 +36,7 @@ def rendered(tmp_path):
 
 def test_the_unit_carries_the_policy_a_vllm_seat_needs(tmp_path):
     project = rendered(tmp_path)
-    assert runtime_of(TP) is systemd
+    assert runtime_of(TP).NAME == systemd.NAME
     unit = (project / "llmfleet-seat-qwen.service").read_text()
     for line in ("Restart=always", "StartLimitIntervalSec=0", "OOMScoreAdjust=-500", "Type=exec",
                  "EnvironmentFile=%s/seat.env" % project, "ExecStart=%s/serve.sh" % project):

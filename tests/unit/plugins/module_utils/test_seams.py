@@ -1,0 +1,81 @@
+"""The engine and runtime seams as code: every registered engine and runtime defines each name
+its seam requires with the declared parameters, gets the seam's default for each it leaves out,
+and one that does not fit is refused where it is registered, naming every mismatch."""
+
+from __future__ import annotations
+
+import re
+import types
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.seam import Constant, Required, SeamError
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, fixed, radiance, vllm
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import seam as engine_seam
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, compose, systemd
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import seam as runtime_seam
+
+SEAMS = [(engine_seam.ENGINE, ENGINES, (vllm, fixed, radiance)), (runtime_seam.RUNTIME, RUNTIMES, (compose, systemd))]
+
+
+@pytest.mark.parametrize("seam, registry, modules", SEAMS, ids=["engines", "runtimes"])
+def test_every_registered_implementation_fits_its_seam(seam, registry, modules):
+    assert sorted(registry) == sorted(module.NAME for module in modules)
+    for module in modules:
+        assert seam.problems(module) == []
+        handed_out = registry[module.NAME]
+        for name, slot in seam.names.items():
+            own = getattr(module, name, None)
+            if own is not None:
+                assert getattr(handed_out, name) is own, "%s %s keeps its own %s" % (seam.what, module.NAME, name)
+            elif isinstance(slot, Constant):
+                assert getattr(handed_out, name) == slot.default
+            else:
+                assert getattr(handed_out, name) is slot, "the seam's default %s" % name
+
+
+@pytest.mark.parametrize("seam", [engine_seam.ENGINE, runtime_seam.RUNTIME], ids=["engines", "runtimes"])
+def test_the_seams_prose_names_every_name_it_declares(seam):
+    doc = (engine_seam if seam is engine_seam.ENGINE else runtime_seam).__doc__
+    assert [name for name in seam.names if not name.isupper() and "``%s``" % name not in doc] == []
+    for name, slot in seam.names.items():
+        described = slot.doc if isinstance(slot, (Required, Constant)) else slot.__doc__
+        assert described or name in ("NAME", "stop", "remove"), "%s says what it means" % name
+
+
+def test_the_fixed_engine_is_only_what_differs_from_the_seams_defaults():
+    own = {name for name in engine_seam.ENGINE.names if hasattr(fixed, name) and callable(getattr(fixed, name))}
+    assert own == {"container_name", "normalize", "size", "footprint", "check_plan_seat", "command",
+                   "listen_port", "plan_cells"}
+    handed_out = ENGINES["fixed"]
+    assert handed_out.serves(["vllm", "serve"]) is False and handed_out.in_flight("x 1") is None
+    assert handed_out.IN_FLIGHT_PATH is None and handed_out.after_boot_gates({}, None, True) == []
+
+
+def test_an_engine_that_does_not_fit_is_refused_naming_every_mismatch():
+    broken = types.ModuleType("broken")
+    broken.NAME = "broken"
+    broken.FIELDS = ["not", "frozen"]
+    for name, slot in engine_seam.ENGINE.names.items():
+        if isinstance(slot, Required):
+            setattr(broken, name, lambda *args: None)
+    del broken.plan_cells
+    broken.size = lambda seat, inventory_dir: None
+    broken.serves = "yes"
+    with pytest.raises(SeamError) as refused:
+        engine_seam.ENGINE.implement(broken)
+    message = str(refused.value)
+    assert message.startswith("engine broken: ")
+    for part in ("engine broken: FIELDS: expected a frozenset, got ['not', 'frozen']",
+                 "engine broken: defines no plan_cells",
+                 "engine broken: size(seat, inventory_dir): expected the parameters (seat, inventory_dir, options)",
+                 "engine broken: serves: expected a function (argv), got 'yes'",
+                 "engine broken: normalize(args): expected the parameters (check, where, raw, seat, defaults)"):
+        assert part in message, message
+    assert "\n" not in message
+
+
+def test_a_runtime_without_its_name_is_refused():
+    nameless = types.ModuleType("nameless")
+    with pytest.raises(SeamError, match=re.escape("runtime nameless: defines no NAME")):
+        runtime_seam.RUNTIME.implement(nameless)
