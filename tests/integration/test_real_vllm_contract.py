@@ -102,7 +102,10 @@ def _observe(url, log):
     seen["metrics.names"] = sorted(name for name in (
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-        "vllm:cache_config_info") if name in metrics)
+        "vllm:cache_config_info", "vllm:request_prompt_tokens_bucket", "vllm:request_generation_tokens_bucket",
+        "vllm:request_prompt_tokens_count", "vllm:request_generation_tokens_sum") if name in metrics)
+    # the request-token histograms' buckets: vLLM's 1-2-5 series up to max_model_len (calibration reads them)
+    seen["metrics.prompt_buckets"] = re.findall(r'vllm:request_prompt_tokens_bucket\{[^}]*le="([^"]+)"', metrics)
     # what a window's drain reads before it stops the seat: nothing in flight once the replies are in
     seen["metrics.in_flight"] = in_flight(metrics)
     return seen

@@ -48,6 +48,6 @@ RUNTIME = Seam("runtime", {
     "stop": Required("project_dir", "docker", "check_mode"),
     "remove": Required("project_dir", "docker", "check_mode"),
     "states": Required("docker", doc='{seat: "running (healthy)" | "running (health: starting)" | "exited: ..."} '
-                                    "for every seat it runs on the host"),
+                       "for every seat it runs on the host"),
     "log": Required("seat", "docker", doc="the plan seat's log since its last start (what its engine's gates read)"),
 })

@@ -128,6 +128,8 @@ class ApiServer:
         self.metrics_lock = threading.Lock()
         self.running = {}
         self.counters = {"prompt": 0, "generation": 0, "success": {}}
+        # each finished request's prompt and reply tokens, for vLLM's request-token histograms
+        self.observed = {"prompt": [], "generation": []}
 
     # -- boot --------------------------------------------------------------------------------
     def boot(self) -> int:
@@ -454,6 +456,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 api.running.pop(request_id, None)
                 api.counters["prompt"] += prompt
                 api.counters["generation"] += generation.completion_tokens
+                api.observed["prompt"].append(prompt)
+                api.observed["generation"].append(generation.completion_tokens)
                 reasons = api.counters["success"]
                 reasons[generation.finish_reason] = reasons.get(generation.finish_reason, 0) + 1
 
@@ -554,6 +558,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             in_flight = sum(api.running.values())
             counters = {"prompt": api.counters["prompt"], "generation": api.counters["generation"],
                         "success": dict(api.counters["success"])}
+            observed = {kind: list(values) for kind, values in api.observed.items()}
         usage = min(1.0, in_flight / boot["kv_cache_size_tokens"]) if boot["kv_cache_size_tokens"] else 0.0
         out = []
 
@@ -574,6 +579,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if reason in ("stop", "length", "abort", "error", "repetition") or counters["success"].get(reason):
                 out.append('vllm:request_success_total{%s,finished_reason="%s"} %s'
                            % (labels, reason, float(counters["success"].get(reason, 0))))
+        # vLLM's request-token histograms: 1-2-5 buckets up to max_model_len (v1/metrics/buckets.py)
+        bounds = one_two_five(api.settings.max_model_len)
+        for kind, doc in (("prompt", "Number of prefill tokens processed."),
+                          ("generation", "Number of generation tokens processed.")):
+            name = "vllm:request_%s_tokens" % kind
+            out.append("# HELP %s %s\n# TYPE %s histogram" % (name, doc, name))
+            values = observed[kind]
+            for bound in bounds + [float("inf")]:
+                out.append('%s_bucket{%s,le="%s"} %s' % (name, labels, "+Inf" if bound == float("inf") else float(bound),
+                                                         float(sum(1 for value in values if value <= bound))))
+            out.append("%s_count{%s} %s" % (name, labels, float(len(values))))
+            out.append("%s_sum{%s} %s" % (name, labels, float(sum(values))))
         settings, args = api.settings, api.args
         info = {
             "block_size": boot["block_size"], "user_specified_block_size": args.block_size is not None,
@@ -590,6 +607,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    "# TYPE vllm:cache_config_info gauge")
         out.append("vllm:cache_config_info{%s} 1.0" % ",".join('%s="%s"' % (k, v) for k, v in info.items()))
         return "\n".join(out) + "\n"
+
+
+def one_two_five(max_value: int) -> list:
+    """1, 2, 5, 10, 20, 50, ... up to ``max_value`` (vLLM's build_1_2_5_buckets)."""
+    bounds, scale = [], 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_value:
+                return bounds
+            bounds.append(mantissa * scale)
+        scale *= 10
 
 
 def main(argv=None) -> int:

@@ -79,7 +79,7 @@ def test_the_wait_ends_when_the_count_reaches_zero():
 
 
 def test_a_seat_still_busy_at_the_deadline_is_stopped_anyway_and_said_so():
-    result, _ = drain([(200, metrics(5))], timeout=3.0)
+    result = drain([(200, metrics(5))], timeout=3.0)[0]
     assert result["outcome"] == "timed_out" and result["in_flight_left"] == 5 and result["waited_s"] == 3.0
     assert drain_words(result) == "5 request(s) still in flight after 3.0 s, stopped anyway"
 
@@ -93,7 +93,7 @@ def test_nothing_answering_or_counting_is_not_waited_for(reply):
 
 
 def test_a_seat_that_stops_answering_while_it_drains_has_drained():
-    result, _ = drain([(200, metrics(2)), Unreachable("refused")])
+    result = drain([(200, metrics(2)), Unreachable("refused")])[0]
     assert result["outcome"] == "drained" and result["in_flight_at_start"] == 2
 
 

@@ -1,0 +1,137 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""What each seat was asked for over a window, from its vLLM metrics in Prometheus: requests,
+prompt and reply lengths (p50, p99, from vLLM's request-token histograms), peak requests running
+and waiting, peak KV in use (usage x the seat's KV tokens), preemptions, and the replies longer
+than a threshold (the runaways an output cap is set against).
+
+vLLM labels its metrics with ``model_name``, the seat's first served name. Counters are read
+with ``increase`` (a seat restarted in the window starts them again from zero), gauges with a
+subquery at ``step``. Every figure is one instant query at the window's end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
+    Prometheus,
+    PrometheusError,
+    duration_seconds,
+)
+
+QUANTILES = (0.5, 0.99)
+
+SEAT_DEMAND_SPEC = {
+    "prometheus_url": {"type": "str", "required": True},
+    "bearer_token": {"type": "str", "no_log": True},
+    "seats": {"type": "list", "elements": "dict", "required": True},
+    "window": {"type": "str", "default": "7d"},
+    "step": {"type": "str", "default": "1m"},
+    "at": {"type": "float"},
+    "runaway_tokens": {"type": "int", "default": 32768, "no_log": False},
+    "timeout": {"type": "int", "default": 60},
+    "validate_certs": {"type": "bool", "default": True},
+}
+
+
+def _seats(seats):
+    """``[(name, model_name, kv_cache_tokens)]``, refusing in one line what cannot be asked."""
+    checked = []
+    for index, seat in enumerate(seats):
+        name = seat.get("name") if isinstance(seat, dict) else None
+        if not isinstance(name, str) or not name:
+            raise PrometheusError("seats[%d].name: expected the seat's name, got %r" % (index, seat))
+        served = seat.get("served_model_names") or [name]
+        model_name = seat.get("model_name") or (served[0] if isinstance(served, list) else None)
+        if not isinstance(model_name, str) or not model_name:
+            raise PrometheusError("seat %s: model_name: expected the name vLLM labels its metrics with "
+                                  "(its first served name), got %r" % (name, model_name))
+        tokens = seat.get("kv_cache_tokens")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0):
+            raise PrometheusError("seat %s: kv_cache_tokens: expected the seat's KV tokens (a plan seat's), got %r"
+                                  % (name, tokens))
+        checked.append((name, model_name, tokens))
+    return checked
+
+
+def _count(value):
+    return None if value is None else int(round(value))
+
+
+def _round(value, digits=1):
+    return None if value is None else round(value, digits)
+
+
+def seat_figures(prom, name, model_name, kv_cache_tokens, window, step, at, runaway_tokens):
+    """One seat's demand over ``window`` ending at ``at``."""
+    # a JSON string is a valid PromQL string literal: the name is quoted, never pasted
+    sel = "{model_name=%s}" % json.dumps(model_name)
+    result = {"seat": name, "model_name": model_name, "metrics": False, "requests": None,
+              "prompt_tokens": None, "generation_tokens": None, "peak_running": None, "peak_waiting": None,
+              "peak_kv_usage": None, "kv_cache_tokens": kv_cache_tokens, "peak_kv_tokens": None,
+              "preemptions": None, "runaways": None, "detail": ""}
+    if not prom.value("count(count_over_time(vllm:num_requests_running%s[%s]))" % (sel, window), at):
+        result["detail"] = "no vLLM metrics with model_name %s in the %s before the window's end" % (model_name, window)
+        return result
+    result["metrics"] = True
+    result["peak_running"] = _count(prom.value("max_over_time(sum(vllm:num_requests_running%s)[%s:%s])"
+                                               % (sel, window, step), at))
+    result["peak_waiting"] = _count(prom.value("max_over_time(sum(vllm:num_requests_waiting%s)[%s:%s])"
+                                               % (sel, window, step), at))
+    usage = prom.value("max_over_time(max(vllm:kv_cache_usage_perc%s)[%s:%s])" % (sel, window, step), at)
+    result["peak_kv_usage"] = _round(usage, 4)
+    if usage is not None and kv_cache_tokens:
+        result["peak_kv_tokens"] = int(round(usage * kv_cache_tokens))
+    result["preemptions"] = _count(prom.value("sum(increase(vllm:num_preemptions_total%s[%s]))" % (sel, window), at))
+    requests = _count(prom.value("sum(increase(vllm:request_prompt_tokens_count%s[%s]))" % (sel, window), at))
+    result["requests"] = requests
+    if not requests:
+        result["detail"] = "no traffic in the %s before the window's end" % window
+        return result
+    for kind in ("prompt", "generation"):
+        result["%s_tokens" % kind] = {"p%g" % (q * 100): _round(prom.value(
+            "histogram_quantile(%s, sum by (le) (increase(vllm:request_%s_tokens_bucket%s[%s])))"
+            % (q, kind, sel, window), at)) for q in QUANTILES}
+    result["runaways"] = _runaways(prom, sel, window, at, runaway_tokens)
+    return result
+
+
+def _runaways(prom, sel, window, at, runaway_tokens):
+    """The replies longer than the largest histogram bound at or below ``runaway_tokens``."""
+    bounds = []
+    series = prom.query("count by (le) (last_over_time(vllm:request_generation_tokens_bucket%s[%s]))" % (sel, window), at)
+    for labels, _value in series:
+        try:
+            bound = float(labels.get("le"))
+        except (TypeError, ValueError):
+            continue
+        if bound <= runaway_tokens:
+            bounds.append((bound, labels["le"]))
+    if not bounds:
+        return None
+    bound, label = max(bounds)
+    total = prom.value("sum(increase(vllm:request_generation_tokens_count%s[%s]))" % (sel, window), at) or 0.0
+    within = prom.value("sum(increase(vllm:request_generation_tokens_bucket{%s,le=%s}[%s]))"
+                        % (sel[1:-1], json.dumps(label), window), at) or 0.0
+    return {"longer_than": int(bound), "replies": int(round(total - within))}
+
+
+def seat_demand(params, clock=time.time):
+    """The seat_demand module's result for its validated ``params``."""
+    seats = _seats(params["seats"])
+    window_s = duration_seconds(params["window"], "window")
+    duration_seconds(params["step"], "step")
+    if params["runaway_tokens"] < 1:
+        raise PrometheusError("runaway_tokens: expected an integer >= 1, got %r" % params["runaway_tokens"])
+    at = params["at"] if params["at"] is not None else clock()
+    prom = Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
+    figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
+                            params["runaway_tokens"]) for name, model_name, tokens in seats]
+    return {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at}}

@@ -1,0 +1,65 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""A Prometheus server's instant queries over its HTTP API (``/api/v1/query``), each bounded in
+time by the server's own ``timeout``; the one HTTP client of the collection underneath."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable, error_message
+
+# A Prometheus duration as this collection writes one into a query: a number and one unit.
+DURATION_RE = re.compile(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class PrometheusError(ValueError):
+    """A query the server refused or could not answer; the message says which and why."""
+
+
+def duration_seconds(text, what):
+    """``7d`` -> 604800; PrometheusError naming ``what`` for anything else."""
+    if not isinstance(text, str) or not DURATION_RE.match(text):
+        raise PrometheusError("%s: expected a duration such as 90s, 30m, 12h, 7d or 2w, got %r" % (what, text))
+    return int(text[:-1]) * _SECONDS[text[-1]]
+
+
+class Prometheus:
+    """Instant queries to the server at ``url`` (optionally behind a bearer token)."""
+
+    def __init__(self, url, token=None, timeout=60, validate_certs=True):
+        try:
+            self.client = Client(url.rstrip("/"), token, timeout=timeout, validate_certs=validate_certs)
+        except ValueError as exc:
+            raise PrometheusError("url: %s" % exc) from None
+        self.timeout = timeout
+
+    def query(self, expr, at):
+        """The instant vector of ``expr`` at the Unix time ``at``: ``[(labels, value)]``."""
+        path = "/api/v1/query?" + urllib.parse.urlencode(
+            {"query": expr, "time": "%.3f" % at, "timeout": "%ds" % max(1, int(self.timeout))})
+        try:
+            status, reply = self.client.call_json("GET", path)
+        except Unreachable as exc:
+            raise PrometheusError(str(exc)) from None
+        if status != 200 or not isinstance(reply, dict) or reply.get("status") != "success":
+            detail = reply.get("error") if isinstance(reply, dict) else error_message(str(reply))
+            raise PrometheusError("the query %s was refused (HTTP %d): %s" % (expr, status, detail))
+        data = reply.get("data") or {}
+        if data.get("resultType") == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(item.get("metric") or {}, float(item["value"][1])) for item in data.get("result") or []]
+
+    def value(self, expr, at):
+        """The single value of ``expr`` at ``at``, or None when it has no sample (NaN is None)."""
+        found = self.query(expr, at)
+        if not found or found[0][1] != found[0][1]:
+            return None
+        return found[0][1]

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: seat_demand
+short_description: What each seat was asked for, from its vLLM metrics in Prometheus
+version_added: 0.2.0
+description:
+  - Asks a Prometheus server that scrapes the seats' vLLM C(/metrics) what each seat in O(seats)
+    served over O(window) ending at O(at) - requests, prompt and reply lengths (p50 and p99, from
+    vLLM's request-token histograms), the peak of requests running and waiting, the peak KV cache
+    usage and, with the seat's C(kv_cache_tokens), the peak KV tokens in use, preemptions, and the
+    replies longer than O(runaway_tokens) (rounded down to a histogram bound, which the result
+    names).
+  - Every figure is one instant query, bounded by O(timeout) on the server. A seat without metrics
+    in the window, or without traffic, says so in RV(seats[].detail).
+  - Counters are read with C(increase), so a seat restarted in the window is counted across its
+    restart; Prometheus extrapolates to the window's edges, so counts are rounded.
+author:
+  - llmfleet.seats contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - The queries run in check mode too; they only read.
+  diff_mode:
+    support: N/A
+    details:
+      - This action does not modify state.
+  idempotent:
+    support: full
+    details:
+      - Nothing is changed; the task never reports a change.
+options:
+  prometheus_url:
+    description: The Prometheus server, for example V(http://fv-mon:9090).
+    type: str
+    required: true
+  bearer_token:
+    description: A token for a Prometheus behind authentication (never returned).
+    type: str
+  seats:
+    description:
+      - The seats to ask about, each with its C(name) and either C(model_name) (the label vLLM puts
+        on its metrics) or C(served_model_names) (the first is used); C(kv_cache_tokens) turns the
+        peak usage into tokens. A M(llmfleet.seats.seat_plan) plan's seats can be passed as they are.
+    type: list
+    elements: dict
+    required: true
+  window:
+    description: How far back from O(at) to look, as a Prometheus duration (V(7d), V(12h), V(30m)).
+    type: str
+    default: 7d
+  step:
+    description: The resolution of the peaks of running and waiting requests and of KV usage.
+    type: str
+    default: 1m
+  at:
+    description: The window's end, in Unix seconds; now by default.
+    type: float
+  runaway_tokens:
+    description: Replies longer than this many tokens are counted as runaways.
+    type: int
+    default: 32768
+  timeout:
+    description: Seconds each query may take on the server and on the wire.
+    type: int
+    default: 60
+  validate_certs:
+    description: Verify the TLS certificate of an V(https) URL.
+    type: bool
+    default: true
+seealso:
+  - module: llmfleet.seats.seat_plan
+"""
+
+EXAMPLES = r"""
+- name: A week of demand for fv-ml1's seats
+  llmfleet.seats.seat_demand:
+    prometheus_url: http://fv-mon:9090
+    seats: "{{ plan.seats }}"
+    window: 7d
+  delegate_to: localhost
+  register: demand
+"""
+
+RETURN = r"""
+seats:
+  description: One entry per seat, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    seat:
+      description: The seat.
+      type: str
+    model_name:
+      description: The C(model_name) label asked for.
+      type: str
+    metrics:
+      description: Whether Prometheus had the seat's vLLM metrics in the window.
+      type: bool
+    requests:
+      description: Requests finished in the window.
+      type: int
+    prompt_tokens:
+      description: C(p50) and C(p99) of the prompts' tokens.
+      type: dict
+    generation_tokens:
+      description: C(p50) and C(p99) of the replies' tokens.
+      type: dict
+    peak_running:
+      description: The most requests running at once.
+      type: int
+    peak_waiting:
+      description: The most requests waiting at once.
+      type: int
+    peak_kv_usage:
+      description: The highest KV cache usage, 0 to 1.
+      type: float
+    kv_cache_tokens:
+      description: The seat's KV tokens as given.
+      type: int
+    peak_kv_tokens:
+      description: The highest KV tokens in use (usage x C(kv_cache_tokens)).
+      type: int
+    preemptions:
+      description: Requests preempted in the window.
+      type: int
+    runaways:
+      description: C(replies) longer than C(longer_than) tokens (the largest histogram bound at or below O(runaway_tokens)).
+      type: dict
+    detail:
+      description: Why figures are missing (no metrics, no traffic); empty otherwise.
+      type: str
+  sample:
+    - {"seat": "gen-small", "model_name": "gen-small", "metrics": true, "requests": 48112,
+       "prompt_tokens": {"p50": 812.4, "p99": 4517.2}, "generation_tokens": {"p50": 302.1, "p99": 3985.0},
+       "peak_running": 31, "peak_waiting": 2, "peak_kv_usage": 0.4187, "kv_cache_tokens": 58240,
+       "peak_kv_tokens": 24385, "preemptions": 0, "runaways": {"longer_than": 20000, "replies": 9}, "detail": ""}
+window:
+  description: The window's length in seconds and its end (Unix seconds).
+  returned: always
+  type: dict
+  sample: {"seconds": 604800, "end": 1796342400.0}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.demand import SEAT_DEMAND_SPEC, seat_demand
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+
+
+def main():
+    module = AnsibleModule(argument_spec=SEAT_DEMAND_SPEC, supports_check_mode=True)
+    with operator_errors(module):
+        result = seat_demand(module.params)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

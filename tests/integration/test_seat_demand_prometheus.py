@@ -1,0 +1,116 @@
+"""seat_demand against a real Prometheus scraping two of the vLLM stand-in's seats every second,
+one driven with known traffic (short answers, and four runaway replies at once), one idle: the
+module's figures are the traffic's, computed here from the replies' own token counts the way
+Prometheus computes them."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from support.adhoc import run_module
+from support.prometheus import PrometheusServer
+from support.wait import wait_for
+import test_fake_vllm as fake
+
+GPU0, GPU1, QWEN3_8B = fake.GPU0, fake.GPU1, fake.QWEN3_8B
+gpus, models, seats = fake.gpus, fake.models, fake.seats   # the seat fixtures, shared
+
+pytestmark = pytest.mark.slow
+
+PINNED = ["--max-model-len", "32768", "--kv-cache-memory-bytes", "8589934592", "--gpu-memory-utilization", "0.1"]
+RUNAWAYS, RUNAWAY_TOKENS = 4, 3000
+
+
+def prometheus_quantile(q, bounds, values):
+    """histogram_quantile over exact bucket counts, as Prometheus 2.42 interpolates it."""
+    counts = [sum(1 for value in values if value <= bound) for bound in bounds] + [len(values)]
+    rank = q * len(values)
+    index = next(i for i, count in enumerate(counts) if count >= rank)
+    if index == len(bounds):
+        return bounds[-1]
+    start, before = (0.0, 0) if index == 0 else (bounds[index - 1], counts[index - 1])
+    return start + (bounds[index] - start) * (rank - before) / (counts[index] - before)
+
+
+def one_two_five(limit):
+    bounds, scale = [], 1
+    while scale <= limit:
+        bounds += [m * scale for m in (1, 2, 5) if m * scale <= limit]
+        scale *= 10
+    return bounds
+
+
+def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
+    config = models("qwen3-8b", QWEN3_8B)
+    busy = seats(config, "--served-model-name", "gen-small", *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "1"})
+    idle = seats(config, "--served-model-name", "idle-seat", *PINNED, device=GPU1)
+    server = PrometheusServer(tmp_path, ["127.0.0.1:%d" % busy.port, "127.0.0.1:%d" % idle.port])
+    try:
+        # the counters' first samples are before any traffic
+        wait_for(lambda: len(server.query('vllm:request_prompt_tokens_count{model_name="gen-small"}')) == 1,
+                 60, "Prometheus's first scrape of the busy seat")
+        usage = []
+        for words in (3, 10, 40, 120, 400, 900, 1500) * 3:
+            status, reply = busy.chat([{"role": "user", "content": " ".join(["word"] * words)}], max_tokens=64)
+            assert status == 200, reply
+            usage.append(reply["usage"])
+        runaways = []
+
+        def runaway(words):
+            status, reply = busy.chat([{"role": "user", "content": "[runaway] " + " ".join(["tell"] * words)}],
+                                      max_tokens=RUNAWAY_TOKENS)
+            assert status == 200, reply
+            runaways.append(reply["usage"])
+        threads = [threading.Thread(target=runaway, args=(200 * (n + 1),)) for n in range(RUNAWAYS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        usage += runaways
+        total = len(usage)
+        counted = 'vllm:request_prompt_tokens_count{model_name="gen-small"}'
+        wait_for(lambda: [float(s["value"][1]) for s in server.query(counted)] == [float(total)], 60,
+                 "Prometheus's scrape after the last request")
+        # the window ends at that scrape: the counters' increase is exact, not extrapolated
+        at = float(server.query('timestamp(vllm:request_prompt_tokens_count{model_name="gen-small"})')[0]["value"][1])
+
+        seat_list = [{"name": "chat", "served_model_names": ["gen-small", "gen-small-alias"], "kv_cache_tokens": 58240},
+                     {"name": "idle", "model_name": "idle-seat"}, {"name": "ghost", "model_name": "nobody"}]
+        rc, result = run_module("llmfleet.seats.seat_demand", {
+            "prometheus_url": server.url, "seats": seat_list, "window": "1h", "step": "1s", "at": at,
+            "runaway_tokens": 2500})
+    finally:
+        server.stop()
+    assert rc == 0, result
+    chat, quiet, ghost = result["seats"]
+    bounds = one_two_five(32768)
+    prompts = [u["prompt_tokens"] for u in usage]
+    replies = [u["completion_tokens"] for u in usage]
+    assert [u["completion_tokens"] for u in runaways] == [RUNAWAY_TOKENS] * RUNAWAYS
+    assert chat["metrics"] and chat["requests"] == total and chat["detail"] == ""
+    assert chat["prompt_tokens"] == {"p50": round(prometheus_quantile(0.5, bounds, prompts), 1),
+                                     "p99": round(prometheus_quantile(0.99, bounds, prompts), 1)}
+    assert chat["generation_tokens"] == {"p50": round(prometheus_quantile(0.5, bounds, replies), 1),
+                                         "p99": round(prometheus_quantile(0.99, bounds, replies), 1)}
+    assert chat["runaways"] == {"longer_than": 2000, "replies": RUNAWAYS}
+    assert chat["preemptions"] == 0 and chat["peak_waiting"] == 0
+    # the four runaways ran side by side for seconds: a one-second scrape saw them together, and
+    # the stand-in's KV usage is the prompts in flight over its KV tokens
+    assert chat["peak_running"] == RUNAWAYS
+    assert chat["peak_kv_tokens"] == sum(u["prompt_tokens"] for u in runaways)
+    assert quiet["metrics"] and quiet["requests"] == 0
+    assert quiet["detail"] == "no traffic in the 1h before the window's end" and quiet["prompt_tokens"] is None
+    assert not ghost["metrics"] and ghost["detail"] == \
+        "no vLLM metrics with model_name nobody in the 1h before the window's end"
+
+
+def test_a_prometheus_that_cannot_answer_is_one_line(tmp_path):
+    rc, result = run_module("llmfleet.seats.seat_demand", {
+        "prometheus_url": "http://127.0.0.1:9", "seats": [{"name": "chat"}], "window": "7d"})
+    assert rc != 0 and result["msg"].startswith("cannot reach http://127.0.0.1:9"), result["msg"]
+    rc, result = run_module("llmfleet.seats.seat_demand", {
+        "prometheus_url": "http://127.0.0.1:9", "seats": [{"name": "chat"}], "window": "7 days"})
+    assert result["msg"] == "window: expected a duration such as 90s, 30m, 12h, 7d or 2w, got '7 days'"
+    assert "Traceback" not in json.dumps(result)

@@ -1,0 +1,53 @@
+"""A real Prometheus server for tests (Debian's package, installed by scripts/install-system-deps),
+on a free loopback port, scraping the given targets every second into a private store.
+
+    server = PrometheusServer(tmp_path, ["127.0.0.1:8101"])   # ready when it returns
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from support.litellm import free_port, stop, wait_until
+from support.need import need
+
+
+class PrometheusServer:
+    def __init__(self, tmp: Path, targets: list, interval: str = "1s"):
+        binary = shutil.which("prometheus")
+        need(binary is not None, "missing prometheus: run `sudo scripts/install-system-deps`")
+        config = tmp / "prometheus.yml"
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
+            "scrape_configs": [{"job_name": "seats", "static_configs": [{"targets": targets}]}]}))
+        self.url = "http://127.0.0.1:%d" % free_port()
+        log = tmp / "prometheus.log"
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(
+                [binary, "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "tsdb"),
+                 "--web.listen-address=%s" % self.url[len("http://"):], "--log.level=warn"],
+                stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: urllib.request.urlopen(self.url + "/-/ready", timeout=2), "Prometheus", self.proc, log)
+        except BaseException:
+            stop(self.proc)
+            raise
+
+    def query(self, expr: str, at: float | None = None) -> list:
+        params = {"query": expr} if at is None else {"query": expr, "time": "%.3f" % at}
+        with urllib.request.urlopen(self.url + "/api/v1/query?" + urllib.parse.urlencode(params), timeout=10) as reply:
+            document = json.load(reply)
+        assert document["status"] == "success", document
+        return document["data"]["result"]
+
+    def stop(self) -> None:
+        stop(self.proc)
