@@ -48,8 +48,9 @@ options:
   seats:
     description:
       - The seats to ask about, each with its C(name) and either C(model_name) (the label vLLM puts
-        on its metrics) or C(served_model_names) (the first is used); C(kv_cache_tokens) turns the
-        peak usage into tokens. A M(llmfleet.seats.seat_plan) plan's seats can be passed as they are.
+        on its metrics) or C(served_model_names) (the first is used; a plan seat's C(launch) holds
+        them); C(kv_cache_tokens) turns the peak usage into tokens. A M(llmfleet.seats.seat_plan)
+        plan's vLLM seats can be passed as they are.
     type: list
     elements: dict
     required: true
@@ -144,6 +145,14 @@ seats:
        "prompt_tokens": {"p50": 812.4, "p99": 4517.2}, "generation_tokens": {"p50": 302.1, "p99": 3985.0},
        "peak_running": 31, "peak_waiting": 2, "peak_kv_usage": 0.4187, "kv_cache_tokens": 58240,
        "peak_kv_tokens": 24385, "preemptions": 0, "runaways": {"longer_than": 20000, "replies": 9}, "detail": ""}
+table:
+  description: One line per seat for the operator's log (requests, prompt and reply p50/p99, peak running, peak KV tokens, runaways, why figures are missing).
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "seat       requests  prompt p50/p99  reply p50/p99  peak running  peak KV tokens          runaways              note"
+    - "gen-small  48112     812.4/4517.2    302.1/3985.0   31            24385 of 58240 (42%)    9 over 20000 tokens"
 window:
   description: The window's length in seconds and its end (Unix seconds).
   returned: always

@@ -9,6 +9,7 @@ import json
 import threading
 
 import pytest
+from conftest import REPO_ROOT, run_ansible
 from support.adhoc import run_module
 from support.prometheus import PrometheusServer
 from support.wait import wait_for
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 PINNED = ["--max-model-len", "32768", "--kv-cache-memory-bytes", "8589934592", "--gpu-memory-utilization", "0.1"]
 RUNAWAYS, RUNAWAY_TOKENS = 4, 3000
+FV_ML1 = REPO_ROOT / "inventories" / "fv-ml1"
 
 
 def prometheus_quantile(q, bounds, values):
@@ -45,7 +47,8 @@ def one_two_five(limit):
 def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     config = models("qwen3-8b", QWEN3_8B)
     busy = seats(config, "--served-model-name", "gen-small", *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "1"})
-    idle = seats(config, "--served-model-name", "idle-seat", *PINNED, device=GPU1)
+    # fv-ml1's own names: gen-small, and meromero-rp (served as char-rp), idle
+    idle = seats(config, "--served-model-name", "char-rp", *PINNED, device=GPU1)
     server = PrometheusServer(tmp_path, ["127.0.0.1:%d" % busy.port, "127.0.0.1:%d" % idle.port])
     try:
         # the counters' first samples are before any traffic
@@ -77,10 +80,20 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
         at = float(server.query('timestamp(vllm:request_prompt_tokens_count{model_name="gen-small"})')[0]["value"][1])
 
         seat_list = [{"name": "chat", "served_model_names": ["gen-small", "gen-small-alias"], "kv_cache_tokens": 58240},
-                     {"name": "idle", "model_name": "idle-seat"}, {"name": "ghost", "model_name": "nobody"}]
+                     {"name": "idle", "model_name": "char-rp"}, {"name": "ghost", "model_name": "nobody"}]
         rc, result = run_module("llmfleet.seats.seat_demand", {
             "prometheus_url": server.url, "seats": seat_list, "window": "1h", "step": "1s", "at": at,
             "runaway_tokens": 2500})
+        # the operator's path: their inventory, planned from its recorded cards, and their Prometheus;
+        # nothing reaches the host (it runs here, and only the controller asks Prometheus)
+        playbook = run_ansible([
+            "ansible-playbook", "-i", str(FV_ML1 / "hosts.yml"), "playbooks/calibrate.yml",
+            "-e", "ansible_connection=local", "-e", "ansible_host=127.0.0.1",
+            "-e", "seat_plan_cards_source=snapshot",
+            "-e", "seat_plan_cards_snapshot=%s" % (FV_ML1 / "snapshots" / "plateau-20261007.json"),
+            "-e", json.dumps({"calibrate_prometheus_url": server.url, "calibrate_window": "1h", "calibrate_step": "1s",
+                              "calibrate_at": at, "calibrate_runaway_tokens": 2500})],
+            extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     finally:
         server.stop()
     assert rc == 0, result
@@ -104,6 +117,23 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     assert quiet["detail"] == "no traffic in the 1h before the window's end" and quiet["prompt_tokens"] is None
     assert not ghost["metrics"] and ghost["detail"] == \
         "no vLLM metrics with model_name nobody in the 1h before the window's end"
+
+    assert playbook.returncode == 0, playbook.stdout[-3000:] + playbook.stderr[-2000:]
+    tasks = json.loads(playbook.stdout)["plays"][0]["tasks"]
+    asked = next(t for t in tasks if t["task"]["name"] == "Ask Prometheus what each vLLM seat was asked for")
+    planned = {seat["seat"]: seat for seat in asked["hosts"]["fv-ml1"]["seats"]}
+    assert sorted(planned) == ["coder", "cyberprev", "erp-seat", "gen-small", "intern-decision", "meromero-rp",
+                               "voices"], "every vLLM seat of the plan, the fixed tenants left out"
+    ours = planned["gen-small"]
+    assert (ours["requests"], ours["prompt_tokens"], ours["runaways"]) == (
+        chat["requests"], chat["prompt_tokens"], chat["runaways"])
+    assert ours["kv_cache_tokens"] > 0, "the plan's KV tokens for the seat"
+    assert planned["meromero-rp"]["model_name"] == "char-rp" and planned["meromero-rp"]["requests"] == 0
+    assert not planned["coder"]["metrics"]
+    table = next(t for t in tasks if t["task"]["name"] == "Show each seat's demand beside its KV")
+    lines = table["hosts"]["fv-ml1"]["msg"]
+    assert lines[0].split()[:2] == ["seat", "requests"]
+    assert any(line.startswith("gen-small ") and " %d over 2000 tokens" % RUNAWAYS in line for line in lines), lines
 
 
 def test_a_prometheus_that_cannot_answer_is_one_line(tmp_path):

@@ -48,7 +48,7 @@ def _seats(seats):
         name = seat.get("name") if isinstance(seat, dict) else None
         if not isinstance(name, str) or not name:
             raise PrometheusError("seats[%d].name: expected the seat's name, got %r" % (index, seat))
-        served = seat.get("served_model_names") or [name]
+        served = seat.get("served_model_names") or (seat.get("launch") or {}).get("served_model_names") or [name]
         model_name = seat.get("model_name") or (served[0] if isinstance(served, list) else None)
         if not isinstance(model_name, str) or not model_name:
             raise PrometheusError("seat %s: model_name: expected the name vLLM labels its metrics with "
@@ -123,6 +123,32 @@ def _runaways(prom, sel, window, at, runaway_tokens):
     return {"longer_than": int(bound), "replies": int(round(total - within))}
 
 
+def _cell(value):
+    return "-" if value is None else str(value)
+
+
+def demand_table(figures):
+    """One line per seat for the operator's log: what it was asked for, beside its KV."""
+    rows = [("seat", "requests", "prompt p50/p99", "reply p50/p99", "peak running", "peak KV tokens", "runaways",
+             "note")]
+    for seat in figures:
+        prompt, reply = seat["prompt_tokens"] or {}, seat["generation_tokens"] or {}
+        kv = _cell(seat["peak_kv_tokens"])
+        if seat["peak_kv_tokens"] is not None:
+            kv = "%s of %s (%.0f%%)" % (kv, seat["kv_cache_tokens"], 100.0 * seat["peak_kv_usage"])
+        elif seat["peak_kv_usage"] is not None:
+            kv = "%.0f%% of its KV" % (100.0 * seat["peak_kv_usage"])
+        runaways = seat["runaways"]
+        rows.append((seat["seat"], _cell(seat["requests"]),
+                     "%s/%s" % (_cell(prompt.get("p50")), _cell(prompt.get("p99"))) if prompt else "-",
+                     "%s/%s" % (_cell(reply.get("p50")), _cell(reply.get("p99"))) if reply else "-",
+                     _cell(seat["peak_running"]), kv,
+                     "%d over %d tokens" % (runaways["replies"], runaways["longer_than"]) if runaways else "-",
+                     seat["detail"]))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
 def seat_demand(params, clock=time.time):
     """The seat_demand module's result for its validated ``params``."""
     seats = _seats(params["seats"])
@@ -134,4 +160,5 @@ def seat_demand(params, clock=time.time):
     prom = Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
                             params["runaway_tokens"]) for name, model_name, tokens in seats]
-    return {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at}}
+    return {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},
+            "table": demand_table(figures)}
