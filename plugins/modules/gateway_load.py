@@ -23,19 +23,11 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.info_module
 attributes:
   check_mode:
-    support: full
     details:
       - The requests are sent in check mode too; they change nothing on the gateway or the seats.
-  diff_mode:
-    support: N/A
-    details:
-      - This action does not modify state.
-  idempotent:
-    support: full
-    details:
-      - Nothing is changed; the task never reports a change.
 options:
   url:
     description: Base URL of the gateway, for example V(http://fv-gw:4000). A trailing V(/v1) is optional.

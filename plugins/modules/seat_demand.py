@@ -24,19 +24,11 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.info_module
 attributes:
   check_mode:
-    support: full
     details:
       - The queries run in check mode too; they only read.
-  diff_mode:
-    support: N/A
-    details:
-      - This action does not modify state.
-  idempotent:
-    support: full
-    details:
-      - Nothing is changed; the task never reports a change.
 options:
   prometheus_url:
     description: The Prometheus server, for example V(http://fv-mon:9090).

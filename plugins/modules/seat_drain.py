@@ -22,19 +22,11 @@ author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
   - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.info_module
 attributes:
   check_mode:
-    support: full
     details:
       - In check mode no seat is asked and nothing is waited for.
-  diff_mode:
-    support: N/A
-    details:
-      - This action does not modify state.
-  idempotent:
-    support: full
-    details:
-      - Nothing is changed; the task never reports a change.
 options:
   seats:
     description: The seats about to stop, as entries of a M(llmfleet.seats.seat_plan) plan's C(seats).
