@@ -324,6 +324,8 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
     # first the fleet as this test starts it: alpha alone changes in the window below
     rebalance(fleet_with(tmp_path / "settle", alpha={"max_model_len": 16384}), twin_inventory, tmp_path / "settle-report")
     wait_healthy("twin1")
+    assert report_of(tmp_path / "settle-report")["hosts"]["twin1"]["gateway_load"] == {}, "no load asked, none shown"
+    assert "Through the gateway" not in (tmp_path / "settle-report" / "report.md").read_text()
 
     load = ["-e", json.dumps({"seat_rebalance_gateway_url": failover_gateway.url,
                               "seat_rebalance_gateway_api_key": failover_gateway.master_key,
