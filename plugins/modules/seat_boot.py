@@ -139,7 +139,9 @@ boots:
       description:
         - How its restart waited for its requests in flight, with O(drain_timeout); null without.
         - C(outcome) is C(drained), C(timed_out) (stopped with C(in_flight_left) still running),
-          C(not_answering) (nothing served at its address) or C(not_counted) (its engine counts nothing).
+          C(count_lost) (counted, then no count read until the deadline), C(not_answering) (nothing
+          served at its address), C(unreadable) (something answered without the count) or
+          C(not_counted) (its engine counts nothing).
       type: dict
   sample: [{"seat": "coder", "gpus": ["GPU-5f1c"], "after": [], "started_s": 0.0, "boot_s": 81.6, "outcome": "ready"}]
 actions:

@@ -86,8 +86,10 @@ drains:
     outcome:
       description:
         - V(drained) (nothing in flight when the wait ended), V(timed_out) (RV(drains[].in_flight_left)
-          still in flight at the deadline), V(not_answering) (nothing served at its address) or
-          V(not_counted) (its engine counts nothing, or O(timeout) is 0).
+          still in flight at the deadline), V(count_lost) (counted, then no count could be read
+          until the deadline), V(not_answering) (nothing served at its address), V(unreadable)
+          (something answered without the count) or V(not_counted) (its engine counts nothing, or
+          O(timeout) is 0).
       type: str
     in_flight_at_start:
       description: The count at the first reading; null without one.

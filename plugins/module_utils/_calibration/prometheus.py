@@ -38,7 +38,7 @@ class Prometheus:
         try:
             self.client = Client(url.rstrip("/"), token, timeout=timeout, validate_certs=validate_certs)
         except ValueError as exc:
-            raise PrometheusError("url: %s" % exc) from None
+            raise PrometheusError("prometheus_url: %s" % exc) from None
         self.timeout = timeout
 
     def query(self, expr, at):

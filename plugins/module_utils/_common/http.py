@@ -102,6 +102,10 @@ class Client:
 
     def __init__(self, root, api_key=None, timeout=60, validate_certs=True):
         parts = urllib.parse.urlsplit(root)
+        if parts.username is not None or parts.password is not None:
+            # every error names the URL: a password in it would be printed with each
+            raise ValueError("expected a URL without a user or password in it (give a token as its own, "
+                             "never-printed option), got %s://...@%s" % (parts.scheme, parts.hostname))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("expected an http:// or https:// URL, got %r" % (root,))
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:

@@ -47,8 +47,10 @@ class Seam:
     """``names``: name -> a Required function, a Constant, or a default function (whose own
     parameters are the declared ones, and whose docstring says what the name means)."""
 
-    def __init__(self, what, names):
-        self.what, self.names = what, names
+    def __init__(self, what, names, together=()):
+        # names an implementation defines all or none of (a path without its reader would take
+        # the default reader, which reads nothing)
+        self.what, self.names, self.together = what, names, together
 
     def problems(self, module):
         """Why ``module`` does not fit the seam (empty when it does)."""
@@ -70,6 +72,11 @@ class Seam:
             elif _parameters(value) != declared:
                 found.append("%s: %s(%s): expected the parameters (%s)"
                              % (label, name, ", ".join(_parameters(value)), ", ".join(declared)))
+        for group in self.together:
+            defined = [name for name in group if hasattr(module, name)]
+            if defined and len(defined) < len(group):
+                found.append("%s: defines %s without %s" % (
+                    label, ", ".join(defined), ", ".join(name for name in group if name not in defined)))
         return found
 
     def implement(self, module):

@@ -151,4 +151,4 @@ ENGINE = Seam("engine", {
     "in_flight": in_flight,
     "plan_cells": Required("seat", doc="its KV budget, KV tokens and concurrency cells in the plan's tables"),
     "plan_notes": plan_notes,
-})
+}, together=(("IN_FLIGHT_PATH", "in_flight"), ("serves", "boot_state")))

@@ -28,6 +28,8 @@ DRAINED = "drained"              # nothing in flight when it was stopped
 TIMED_OUT = "timed_out"          # requests still in flight at the deadline: stopped anyway
 NOT_ANSWERING = "not_answering"  # nothing answers at the seat's address: nothing to wait for
 NOT_COUNTED = "not_counted"      # its engine counts no requests in flight: stopped at once
+UNREADABLE = "unreadable"        # something answers there, but not with the count: stopped at once
+COUNT_LOST = "count_lost"        # counted, then the count could not be read until the deadline
 
 
 def wait_drained(seat, client, timeout, interval, clock=time.monotonic, sleep=time.sleep):
@@ -47,18 +49,21 @@ def wait_drained(seat, client, timeout, interval, clock=time.monotonic, sleep=ti
         count = engine_of(seat).in_flight(text) if status == 200 else None
         waited = clock() - began
         result["waited_s"] = round(waited, 1)
-        if count is None:
-            # asked once: a seat that stops answering while it drains has stopped serving
-            result["outcome"] = NOT_ANSWERING if result["in_flight_at_start"] is None else DRAINED
+        if count is None and result["in_flight_at_start"] is None:
+            # nothing runs there (a seat not started yet), or something that does not count
+            result["outcome"] = NOT_ANSWERING if status is None else UNREADABLE
+            result["status"] = status
             return result
-        if result["in_flight_at_start"] is None:
-            result["in_flight_at_start"] = count
-        result["in_flight_left"] = count
-        if count == 0:
-            result["outcome"] = DRAINED
-            return result
+        if count is not None:
+            result["in_flight_left"] = count
+            if result["in_flight_at_start"] is None:
+                result["in_flight_at_start"] = count
+            if count == 0:
+                result["outcome"] = DRAINED
+                return result
         if waited >= timeout:
-            result["outcome"] = TIMED_OUT
+            # a busy seat may miss a reading: only the deadline ends a wait that has counted
+            result["outcome"] = TIMED_OUT if count is not None else COUNT_LOST
             return result
         sleep(min(interval, max(timeout - waited, 0.01)))
 
@@ -67,6 +72,11 @@ def drain_words(drain):
     """The drain of a seat as the report's actions say it; None when there was nothing to wait for."""
     if drain is None or drain["outcome"] in (NOT_COUNTED, NOT_ANSWERING):
         return None
+    if drain["outcome"] == UNREADABLE:
+        return "its count of requests in flight could not be read (HTTP %s), not waited for" % drain["status"]
+    if drain["outcome"] == COUNT_LOST:
+        return "%d request(s) in flight at its last count, none read after, stopped anyway after %.1f s" % (
+            drain["in_flight_left"], drain["waited_s"])
     if drain["outcome"] == TIMED_OUT:
         return "%d request(s) still in flight after %.1f s, stopped anyway" % (
             drain["in_flight_left"], drain["waited_s"])

@@ -24,12 +24,6 @@ class RenderError(ValueError):
     """A seat that cannot be rendered safely; the message names the seat and field."""
 
 
-def redact(name, text, before=None):
-    """That file's text with every secret replaced, marked where it differs from ``before``
-    (what a diff shows): its files hold no secret."""
-    return text
-
-
 RUNTIME = Seam("runtime", {
     "NAME": Constant(str, doc="the plan seat's runtime: value"),
     "MODE_OPTIONS": Constant(dict, {}, doc="file name -> the seat_files option that sets its mode "
@@ -40,7 +34,10 @@ RUNTIME = Seam("runtime", {
                        doc="{file name: text} for a plan seat in that directory, deterministic (RenderError); "
                            "secrets hold the values of its launch.secret_environment, which only a file its "
                            "owner alone reads may carry"),
-    "redact": redact,
+    # required: a default that shows the text would show a new runtime's secrets in every diff
+    "redact": Required("name", "text", "before",
+                       doc="that file's text with every secret replaced, marked where it differs from before "
+                           "(what a diff shows)"),
     "validate": Required("project_dir", "staged", "docker",
                          doc="why the runtime refuses the staged files ({file name: path}), or None"),
     "start": Required("project_dir", "docker", "wait_timeout", "check_mode",

@@ -75,6 +75,26 @@ def test_an_engine_that_does_not_fit_is_refused_naming_every_mismatch():
     assert "\n" not in message
 
 
+def test_an_engine_with_a_count_path_but_no_reader_is_refused():
+    half = types.ModuleType("half")
+    for name, slot in engine_seam.ENGINE.names.items():
+        if isinstance(slot, Required):
+            setattr(half, name, getattr(fixed, name))
+    half.NAME, half.IN_FLIGHT_PATH = "half", "/metrics"
+    with pytest.raises(SeamError, match=re.escape("engine half: defines IN_FLIGHT_PATH without in_flight")):
+        engine_seam.ENGINE.implement(half)
+
+
+def test_a_runtime_must_say_how_its_files_are_redacted():
+    careless = types.ModuleType("careless")
+    for name, slot in runtime_seam.RUNTIME.names.items():
+        if isinstance(slot, Required) and name != "redact":
+            setattr(careless, name, getattr(compose, name))
+    careless.NAME = "careless"
+    with pytest.raises(SeamError, match=re.escape("runtime careless: defines no redact")):
+        runtime_seam.RUNTIME.implement(careless)
+
+
 def test_a_runtime_without_its_name_is_refused():
     nameless = types.ModuleType("nameless")
     with pytest.raises(SeamError, match=re.escape("runtime nameless: defines no NAME")):

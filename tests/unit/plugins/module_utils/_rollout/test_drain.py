@@ -84,17 +84,28 @@ def test_a_seat_still_busy_at_the_deadline_is_stopped_anyway_and_said_so():
     assert drain_words(result) == "5 request(s) still in flight after 3.0 s, stopped anyway"
 
 
-@pytest.mark.parametrize("reply", [Unreachable("cannot reach http://127.0.0.1:8101: refused"),
-                                   (503, ""), (200, "no counts here\n")])
-def test_nothing_answering_or_counting_is_not_waited_for(reply):
-    result, client = drain([reply])
+def test_nothing_running_there_is_not_waited_for():
+    result, client = drain([Unreachable("cannot reach http://127.0.0.1:8101: refused")])
     assert result["outcome"] == "not_answering" and client.asked == 1 and result["waited_s"] == 0.0
     assert drain_words(result) is None
 
 
-def test_a_seat_that_stops_answering_while_it_drains_has_drained():
-    result = drain([(200, metrics(2)), Unreachable("refused")])[0]
-    assert result["outcome"] == "drained" and result["in_flight_at_start"] == 2
+@pytest.mark.parametrize("reply, status", [((503, ""), 503), ((200, "no counts here\n"), 200), ((401, "no key"), 401)])
+def test_something_that_answers_without_the_count_is_said_and_not_waited_for(reply, status):
+    result, client = drain([reply])
+    assert result["outcome"] == "unreadable" and client.asked == 1
+    assert drain_words(result) == "its count of requests in flight could not be read (HTTP %d), not waited for" % status
+
+
+def test_a_reading_missed_while_draining_does_not_end_the_wait():
+    result = drain([(200, metrics(2)), Unreachable("timed out"), (200, metrics(1)), (200, metrics(0))])[0]
+    assert result["outcome"] == "drained" and result["in_flight_at_start"] == 2 and result["waited_s"] == 3.0
+
+
+def test_a_count_lost_until_the_deadline_is_said():
+    result = drain([(200, metrics(5)), Unreachable("timed out")], timeout=3.0)[0]
+    assert result["outcome"] == "count_lost" and result["in_flight_left"] == 5
+    assert drain_words(result) == "5 request(s) in flight at its last count, none read after, stopped anyway after 3.0 s"
 
 
 @pytest.mark.parametrize("engine", ["fixed", "radiance"])
