@@ -51,6 +51,11 @@ options:
     description: The probe's prompt length as a fraction of C(max_model_len).
     type: float
     default: 0.9
+"""
+
+    # How a seat is reached: every module that asks seats (seat_gates, seat_boot, seat_drain).
+    ADDRESS = r"""
+options:
   address:
     description: Where the seats' ports answer, seen from the host the module runs on.
     type: str

@@ -11,7 +11,8 @@ short_description: What the gateway's clients see while a window runs
 version_added: 0.2.0
 description:
   - Sends a light, bounded stream of real chat completions through the gateway on every route in
-    O(routes), side by side, until O(stop_file) appears or O(max_seconds) pass, and counts per
+    O(routes), side by side, until O(stop_file) appears, the O(run) it measures is gone or
+    O(max_seconds) pass, and counts per
     route the requests sent, those that failed, and the longest stretch without a successful
     reply.
   - One request is in flight per route at a time, with O(interval) seconds between them, so the
@@ -65,6 +66,13 @@ options:
     description: Verify the TLS certificate of an V(https) URL.
     type: bool
     default: true
+  run:
+    description:
+      - The run the load measures, as the P(llmfleet.seats.controller#lookup) lookup records it (its
+        C(pid) and C(started) are read); the stream stops as soon as that C(ansible-playbook) process
+        is gone, so a window cut short (Ctrl-C, a killed controller) does not leave it running to
+        O(max_seconds). It must run on the same machine as that process.
+    type: dict
 notes:
   - Run it where the gateway's clients sit (usually C(delegate_to) the controller), with C(async)
     and C(poll=0) to have it run beside other tasks, and collect it with M(ansible.builtin.async_status).

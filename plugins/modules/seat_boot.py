@@ -31,6 +31,7 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._seat_gates
+  - llmfleet.seats._seat_gates.address
 attributes:
   check_mode:
     support: full

@@ -18,6 +18,12 @@ description:
     names).
   - Every figure is one instant query, bounded by O(timeout) on the server. A seat without metrics
     in the window, or without traffic, says so in RV(seats[].detail).
+  - vLLM labels its metrics with the served name only, so a name served on several hosts is read
+    per scrape target (Prometheus's C(instance) label) - O(instance_host) and the seat's C(port)
+    name it - and is never summed across them; without O(instance_host), a name found at more
+    than one target gets no figures and the detail lists the targets.
+  - The peak KV tokens use the KV tokens the seat ran with (C(vllm:cache_config_info), blocks x
+    block size), and the seat's C(kv_cache_tokens) only where the engine does not publish them.
   - Counters are read with C(increase), so a seat restarted in the window is counted across its
     restart; Prometheus extrapolates to the window's edges, so counts are rounded.
 author:
@@ -41,8 +47,9 @@ options:
     description:
       - The seats to ask about, each with its C(name) and either C(model_name) (the label vLLM puts
         on its metrics) or C(served_model_names) (the first is used; a plan seat's C(launch) holds
-        them); C(kv_cache_tokens) turns the peak usage into tokens. A M(llmfleet.seats.seat_plan)
-        plan's vLLM seats can be passed as they are.
+        them); C(kv_cache_tokens) turns the peak usage into tokens where the engine does not say
+        what it ran with; C(port) finds its scrape target with O(instance_host). A
+        M(llmfleet.seats.seat_plan) plan's vLLM seats can be passed as they are.
     type: list
     elements: dict
     required: true
@@ -57,12 +64,22 @@ options:
   at:
     description: The window's end, in Unix seconds; now by default.
     type: float
+  instance_host:
+    description:
+      - The host part of the seats' scrape targets as Prometheus labels them (C(instance) is
+        V(<instance_host>:<port>)), for example V(fv-ml1) or V(10.0.4.21). Needed where the same
+        served name runs on more than one host.
+    type: str
   runaway_tokens:
-    description: Replies longer than this many tokens are counted as runaways.
+    description:
+      - Replies longer than this many tokens are counted as runaways.
+      - vLLM counts reply lengths in histogram buckets (1, 2, 5, 10, 20, 50, ...), so the count is of
+        replies longer than the largest bucket bound at or below this figure; C(longer_than) in RV(seats[].runaways)
+        names that bound.
     type: int
     default: 32768
   timeout:
-    description: Seconds each query may take on the server and on the wire.
+    description: Seconds each query may take on the server; the wire waits a few seconds longer, so a slow query says so in the server's words.
     type: int
     default: 60
   validate_certs:
@@ -96,6 +113,9 @@ seats:
     model_name:
       description: The C(model_name) label asked for.
       type: str
+    instance:
+      description: The scrape target the figures are from; null when none or several were found.
+      type: str
     metrics:
       description: Whether Prometheus had the seat's vLLM metrics in the window.
       type: bool
@@ -118,8 +138,11 @@ seats:
       description: The highest KV cache usage, 0 to 1.
       type: float
     kv_cache_tokens:
-      description: The seat's KV tokens as given.
+      description: The KV tokens the peak usage is a share of.
       type: int
+    kv_cache_tokens_from:
+      description: V(engine) (what the seat ran with, from C(vllm:cache_config_info)), V(plan) (the seat's C(kv_cache_tokens) as given) or null (neither).
+      type: str
     peak_kv_tokens:
       description: The highest KV tokens in use (usage x C(kv_cache_tokens)).
       type: int
@@ -130,13 +153,13 @@ seats:
       description: C(replies) longer than C(longer_than) tokens (the largest histogram bound at or below O(runaway_tokens)).
       type: dict
     detail:
-      description: Why figures are missing (no metrics, no traffic); empty otherwise.
+      description: Why figures are missing (no metrics, no traffic, the name found at several scrape targets); empty otherwise.
       type: str
   sample:
-    - {"seat": "gen-small", "model_name": "gen-small", "metrics": true, "requests": 48112,
+    - {"seat": "gen-small", "model_name": "gen-small", "instance": "fv-ml1:8001", "metrics": true, "requests": 48112,
        "prompt_tokens": {"p50": 812.4, "p99": 4517.2}, "generation_tokens": {"p50": 302.1, "p99": 3985.0},
        "peak_running": 31, "peak_waiting": 2, "peak_kv_usage": 0.4187, "kv_cache_tokens": 58240,
-       "peak_kv_tokens": 24385, "preemptions": 0, "runaways": {"longer_than": 20000, "replies": 9}, "detail": ""}
+       "kv_cache_tokens_from": "engine", "peak_kv_tokens": 24385, "preemptions": 0, "runaways": {"longer_than": 20000, "replies": 9}, "detail": ""}
 table:
   description: One line per seat for the operator's log (requests, prompt and reply p50/p99, peak running, peak KV tokens, runaways, why figures are missing).
   returned: always

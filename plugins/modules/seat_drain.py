@@ -14,6 +14,10 @@ description:
     C(/metrics) - C(vllm:num_requests_running) plus C(vllm:num_requests_waiting)) until it reaches
     zero or O(timeout) seconds pass, the seats side by side. It stops nothing itself; the task
     after it does.
+  - Each seat is asked where its container publishes its port now (a seat the window moves to
+    another port is still at its old one); O(leaving) names seats that leave the host, asked
+    there too, with whichever engine's count answers. Where the container engine cannot be
+    asked, the plan's port is.
   - A seat that does not answer, or whose engine counts nothing (a fixed tenant, radiance), is not
     waited for.
   - The gateway keeps sending a draining seat new requests until it stops; a route with another
@@ -23,6 +27,7 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.info_module
+  - llmfleet.seats._seat_gates.address
 attributes:
   check_mode:
     details:
@@ -33,6 +38,11 @@ options:
     type: list
     elements: dict
     required: true
+  leaving:
+    description: Seats that leave the host (in no plan any more) to drain too, where they run now.
+    type: list
+    elements: str
+    default: []
   timeout:
     description: Seconds to wait at most, for all the seats together; V(0) asks nothing.
     type: float
@@ -41,18 +51,6 @@ options:
     description: Seconds between two readings of a seat's count.
     type: float
     default: 0.2
-  address:
-    description: Where the seats' ports answer, seen from the host the module runs on.
-    type: str
-    default: 127.0.0.1
-  api_key:
-    description: The key every seat's endpoints are asked with, unless the seat has its own in O(secrets).
-    type: str
-  secrets:
-    description:
-      - The seats' secrets as M(llmfleet.seats.seat_files) takes them; a seat's own API key among
-        them is sent as a Bearer token. Nothing else of them is read.
-    type: dict
 seealso:
   - module: llmfleet.seats.seat_runtime
   - module: llmfleet.seats.seat_boot
@@ -111,6 +109,7 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import SEAT_DRAIN_SPEC, seat_drain
 
@@ -118,7 +117,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain impo
 def main():
     module = AnsibleModule(argument_spec=SEAT_DRAIN_SPEC, supports_check_mode=True)
     with operator_errors(module):
-        result = seat_drain(module.params, check_mode=module.check_mode)
+        result = seat_drain(module.params, Docker(module.params["docker_host"]), check_mode=module.check_mode)
     module.exit_json(**result)
 
 

@@ -32,6 +32,7 @@ extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.action
   - llmfleet.seats._seat_gates
+  - llmfleet.seats._seat_gates.address
   - llmfleet.seats._attributes.info_module
 attributes:
   action:

@@ -1,11 +1,13 @@
-"""seat_demand against a real Prometheus scraping two of the vLLM stand-in's seats every second,
-one driven with known traffic (short answers, and four runaway replies at once), one idle: the
-module's figures are the traffic's, computed here from the replies' own token counts the way
-Prometheus computes them."""
+"""seat_demand against a real Prometheus scraping three of the vLLM stand-in's seats every second:
+one driven with known traffic (short answers, and four runaway replies at once), one idle, and one
+serving the busy seat's name elsewhere. The module's figures are the traffic's, computed here from
+the replies' own token counts the way Prometheus computes them, read at the busy seat's own scrape
+target, never summed with the other seat of the same name."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -49,11 +51,13 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     busy = seats(config, "--served-model-name", "gen-small", *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "1"})
     # fv-ml1's own names: gen-small, and meromero-rp (served as char-rp), idle
     idle = seats(config, "--served-model-name", "char-rp", *PINNED, device=GPU1)
-    server = PrometheusServer(tmp_path, ["127.0.0.1:%d" % busy.port, "127.0.0.1:%d" % idle.port])
+    # the same name on a second target, as on a second host: it must not be summed with the first
+    elsewhere = seats(config, "--served-model-name", "gen-small", *PINNED, device=GPU1)
+    server = PrometheusServer(tmp_path, ["127.0.0.1:%d" % seat.port for seat in (busy, idle, elsewhere)])
     try:
         # the counters' first samples are before any traffic
-        wait_for(lambda: len(server.query('vllm:request_prompt_tokens_count{model_name="gen-small"}')) == 1,
-                 60, "Prometheus's first scrape of the busy seat")
+        wait_for(lambda: len(server.query('vllm:request_prompt_tokens_count{model_name="gen-small"}')) == 2,
+                 60, "Prometheus's first scrape of both gen-small seats")
         usage = []
         for words in (3, 10, 40, 120, 400, 900, 1500) * 3:
             status, reply = busy.chat([{"role": "user", "content": " ".join(["word"] * words)}], max_tokens=64)
@@ -73,17 +77,23 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
             thread.join()
         usage += runaways
         total = len(usage)
-        counted = 'vllm:request_prompt_tokens_count{model_name="gen-small"}'
+        counted = 'vllm:request_prompt_tokens_count{instance="127.0.0.1:%d"}' % busy.port
         wait_for(lambda: [float(s["value"][1]) for s in server.query(counted)] == [float(total)], 60,
                  "Prometheus's scrape after the last request")
         # the window ends at that scrape: the counters' increase is exact, not extrapolated
-        at = float(server.query('timestamp(vllm:request_prompt_tokens_count{model_name="gen-small"})')[0]["value"][1])
+        at = float(server.query("timestamp(%s)" % counted)[0]["value"][1])
 
-        seat_list = [{"name": "chat", "served_model_names": ["gen-small", "gen-small-alias"], "kv_cache_tokens": 58240},
-                     {"name": "idle", "model_name": "char-rp"}, {"name": "ghost", "model_name": "nobody"}]
-        rc, result = run_module("llmfleet.seats.seat_demand", {
-            "prometheus_url": server.url, "seats": seat_list, "window": "1h", "step": "1s", "at": at,
-            "runaway_tokens": 2500})
+        # the plan's KV figure is not what the seat ran with: the engine's own is used
+        seat_list = [{"name": "chat", "served_model_names": ["gen-small", "gen-small-alias"], "kv_cache_tokens": 999,
+                      "port": busy.port},
+                     {"name": "idle", "model_name": "char-rp", "port": idle.port},
+                     {"name": "ghost", "model_name": "nobody", "port": 9}]
+        asked = {"prometheus_url": server.url, "seats": seat_list, "window": "1h", "step": "1s", "at": at,
+                 "runaway_tokens": 2500}
+        rc, result = run_module("llmfleet.seats.seat_demand", dict(asked, instance_host="127.0.0.1"))
+        rc_unsure, unsure = run_module("llmfleet.seats.seat_demand", asked)
+        status, metrics = busy.http("/metrics")
+        ran_with = dict(re.findall(r'(num_gpu_blocks|block_size)="(\d+)"', metrics))
         # the operator's path: their inventory, planned from its recorded cards, and their Prometheus;
         # nothing reaches the host (it runs here, and only the controller asks Prometheus)
         playbook = run_ansible([
@@ -103,6 +113,10 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     replies = [u["completion_tokens"] for u in usage]
     assert [u["completion_tokens"] for u in runaways] == [RUNAWAY_TOKENS] * RUNAWAYS
     assert chat["metrics"] and chat["requests"] == total and chat["detail"] == ""
+    assert chat["instance"] == "127.0.0.1:%d" % busy.port and status == 200
+    assert any(line.startswith("chat ") and " %d over 2000 tokens" % RUNAWAYS in line for line in result["table"])
+    assert (chat["kv_cache_tokens"], chat["kv_cache_tokens_from"]) == (
+        int(ran_with["num_gpu_blocks"]) * int(ran_with["block_size"]), "engine")
     assert chat["prompt_tokens"] == {"p50": round(prometheus_quantile(0.5, bounds, prompts), 1),
                                      "p99": round(prometheus_quantile(0.99, bounds, prompts), 1)}
     assert chat["generation_tokens"] == {"p50": round(prometheus_quantile(0.5, bounds, replies), 1),
@@ -116,7 +130,14 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     assert quiet["metrics"] and quiet["requests"] == 0
     assert quiet["detail"] == "no traffic in the 1h before the window's end" and quiet["prompt_tokens"] is None
     assert not ghost["metrics"] and ghost["detail"] == \
-        "no vLLM metrics with model_name nobody in the 1h before the window's end"
+        "no vLLM metrics with model_name nobody at 127.0.0.1:9 in the 1h before the window's end"
+    # without the host of its targets, a name served twice gets no figures, and the operator is told why
+    assert rc_unsure == 0, unsure
+    both = sorted("127.0.0.1:%d" % seat.port for seat in (busy, elsewhere))
+    assert unsure["seats"][0]["requests"] is None and unsure["seats"][0]["detail"] == (
+        "2 scrape targets serve model_name gen-small (%s): set instance_host to read this host's seat alone"
+        % ", ".join(both))
+    assert unsure["seats"][1]["requests"] == 0, "a name served once needs no instance_host"
 
     assert playbook.returncode == 0, playbook.stdout[-3000:] + playbook.stderr[-2000:]
     tasks = json.loads(playbook.stdout)["plays"][0]["tasks"]
@@ -124,16 +145,15 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     planned = {seat["seat"]: seat for seat in asked["hosts"]["fv-ml1"]["seats"]}
     assert sorted(planned) == ["coder", "cyberprev", "erp-seat", "gen-small", "intern-decision", "meromero-rp",
                                "voices"], "every vLLM seat of the plan, the fixed tenants left out"
-    ours = planned["gen-small"]
-    assert (ours["requests"], ours["prompt_tokens"], ours["runaways"]) == (
-        chat["requests"], chat["prompt_tokens"], chat["runaways"])
-    assert ours["kv_cache_tokens"] > 0, "the plan's KV tokens for the seat"
+    # fv-ml1's ports are not the stand-ins': its gen-small is the ambiguous name, and says so
+    assert planned["gen-small"]["detail"] == unsure["seats"][0]["detail"]
     assert planned["meromero-rp"]["model_name"] == "char-rp" and planned["meromero-rp"]["requests"] == 0
+    assert planned["meromero-rp"]["kv_cache_tokens_from"] == "engine"
     assert not planned["coder"]["metrics"]
     table = next(t for t in tasks if t["task"]["name"] == "Show each seat's demand beside its KV")
     lines = table["hosts"]["fv-ml1"]["msg"]
     assert lines[0].split()[:2] == ["seat", "requests"]
-    assert any(line.startswith("gen-small ") and " %d over 2000 tokens" % RUNAWAYS in line for line in lines), lines
+    assert any(line.startswith("gen-small ") and "set instance_host" in line for line in lines), lines
 
 
 def test_a_prometheus_that_cannot_answer_is_one_line(tmp_path):

@@ -7,17 +7,22 @@
 
 """What each seat was asked for over a window, from its vLLM metrics in Prometheus: requests,
 prompt and reply lengths (p50, p99, from vLLM's request-token histograms), peak requests running
-and waiting, peak KV in use (usage x the seat's KV tokens), preemptions, and the replies longer
-than a threshold (the runaways an output cap is set against).
+and waiting, peak KV in use (usage x the KV tokens the seat ran with), preemptions, and the
+replies longer than a threshold (the runaways an output cap is set against).
 
-vLLM labels its metrics with ``model_name``, the seat's first served name. Counters are read
-with ``increase`` (a seat restarted in the window starts them again from zero), gauges with a
-subquery at ``step``. Every figure is one instant query at the window's end.
+vLLM labels its metrics with ``model_name``, the seat's first served name, and Prometheus adds
+the scrape target as ``instance``: a name served by seats on several hosts is read per target,
+never summed across them. The KV tokens the seat ran with come from its
+``vllm:cache_config_info`` (blocks x block size), which carries no model name, so it is read at
+the seat's target. Counters are read with ``increase`` (a seat restarted in the window starts
+them again from zero), gauges with a subquery at ``step``. Every figure is one instant query at
+the window's end.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
@@ -25,6 +30,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     PrometheusError,
     duration_seconds,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
 
 QUANTILES = (0.5, 0.99)
 
@@ -35,14 +41,16 @@ SEAT_DEMAND_SPEC = {
     "window": {"type": "str", "default": "7d"},
     "step": {"type": "str", "default": "1m"},
     "at": {"type": "float"},
+    "instance_host": {"type": "str"},
     "runaway_tokens": {"type": "int", "default": 32768, "no_log": False},
     "timeout": {"type": "int", "default": 60},
     "validate_certs": {"type": "bool", "default": True},
 }
 
 
-def _seats(seats):
-    """``[(name, model_name, kv_cache_tokens)]``, refusing in one line what cannot be asked."""
+def _seats(seats, instance_host):
+    """``[(name, model_name, kv_cache_tokens, instance)]``, refusing in one line what cannot be
+    asked; ``instance`` is the seat's scrape target when ``instance_host`` names its host."""
     checked = []
     for index, seat in enumerate(seats):
         name = seat.get("name") if isinstance(seat, dict) else None
@@ -57,7 +65,12 @@ def _seats(seats):
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0):
             raise PrometheusError("seat %s: kv_cache_tokens: expected the seat's KV tokens (a plan seat's), got %r"
                                   % (name, tokens))
-        checked.append((name, model_name, tokens))
+        port = seat.get("port")
+        if instance_host is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535):
+            raise PrometheusError("seat %s: port: expected the seat's TCP port (1-65535) to find its scrape target "
+                                  "%s:<port>, got %r" % (name, instance_host, port))
+        instance = None if instance_host is None else "%s:%d" % (instance_host, port)
+        checked.append((name, model_name, tokens, instance))
     return checked
 
 
@@ -69,26 +82,58 @@ def _round(value, digits=1):
     return None if value is None else round(value, digits)
 
 
-def seat_figures(prom, name, model_name, kv_cache_tokens, window, step, at, runaway_tokens):
-    """One seat's demand over ``window`` ending at ``at``."""
-    # a JSON string is a valid PromQL string literal: the name is quoted, never pasted
-    sel = "{model_name=%s}" % json.dumps(model_name)
-    result = {"seat": name, "model_name": model_name, "metrics": False, "requests": None,
+def _selector(labels):
+    # a JSON string is a valid PromQL string literal: each value is quoted, never pasted
+    return "{%s}" % ",".join("%s=%s" % (key, json.dumps(value)) for key, value in labels)
+
+
+def _engine_kv_tokens(prom, instance, window, at):
+    """The KV tokens the engine at ``instance`` ran with (its blocks x block size), or None."""
+    tokens = set()
+    for labels, _value in prom.query("last_over_time(vllm:cache_config_info%s[%s])"
+                                     % (_selector([("instance", instance)]), window), at):
+        try:
+            tokens.add(int(labels["num_gpu_blocks"]) * int(labels["block_size"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    # a seat restarted with another KV in the window has no one figure
+    return tokens.pop() if len(tokens) == 1 else None
+
+
+def seat_figures(prom, name, model_name, kv_cache_tokens, window, step, at, runaway_tokens, instance=None):
+    """One seat's demand over ``window`` ending at ``at``; ``instance`` (its scrape target) tells
+    it from seats on other hosts serving the same name."""
+    asked = [("model_name", model_name)] + ([("instance", instance)] if instance else [])
+    result = {"seat": name, "model_name": model_name, "instance": instance, "metrics": False, "requests": None,
               "prompt_tokens": None, "generation_tokens": None, "peak_running": None, "peak_waiting": None,
-              "peak_kv_usage": None, "kv_cache_tokens": kv_cache_tokens, "peak_kv_tokens": None,
-              "preemptions": None, "runaways": None, "detail": ""}
-    if not prom.value("count(count_over_time(vllm:num_requests_running%s[%s]))" % (sel, window), at):
-        result["detail"] = "no vLLM metrics with model_name %s in the %s before the window's end" % (model_name, window)
+              "peak_kv_usage": None, "kv_cache_tokens": kv_cache_tokens, "kv_cache_tokens_from": None,
+              "peak_kv_tokens": None, "preemptions": None, "runaways": None, "detail": ""}
+    targets = sorted(labels.get("instance", "") for labels, _value in prom.query(
+        "count by (instance) (count_over_time(vllm:num_requests_running%s[%s]))" % (_selector(asked), window), at))
+    if not targets:
+        result["detail"] = "no vLLM metrics with model_name %s%s in the %s before the window's end" % (
+            model_name, " at %s" % instance if instance else "", window)
         return result
     result["metrics"] = True
+    if len(targets) > 1:
+        result["detail"] = ("%d scrape targets serve model_name %s (%s): set instance_host to read this host's "
+                            "seat alone" % (len(targets), model_name, ", ".join(targets)))
+        return result
+    result["instance"] = targets[0]
+    sel = _selector([("model_name", model_name), ("instance", targets[0])])
+    ran_with = _engine_kv_tokens(prom, targets[0], window, at)
+    if ran_with is not None:
+        result["kv_cache_tokens"] = ran_with
+    if result["kv_cache_tokens"] is not None:
+        result["kv_cache_tokens_from"] = "engine" if ran_with is not None else "plan"
     result["peak_running"] = _count(prom.value("max_over_time(sum(vllm:num_requests_running%s)[%s:%s])"
                                                % (sel, window, step), at))
     result["peak_waiting"] = _count(prom.value("max_over_time(sum(vllm:num_requests_waiting%s)[%s:%s])"
                                                % (sel, window, step), at))
     usage = prom.value("max_over_time(max(vllm:kv_cache_usage_perc%s)[%s:%s])" % (sel, window, step), at)
     result["peak_kv_usage"] = _round(usage, 4)
-    if usage is not None and kv_cache_tokens:
-        result["peak_kv_tokens"] = int(round(usage * kv_cache_tokens))
+    if usage is not None and result["kv_cache_tokens"]:
+        result["peak_kv_tokens"] = int(round(usage * result["kv_cache_tokens"]))
     result["preemptions"] = _count(prom.value("sum(increase(vllm:num_preemptions_total%s[%s]))" % (sel, window), at))
     requests = _count(prom.value("sum(increase(vllm:request_prompt_tokens_count%s[%s]))" % (sel, window), at))
     result["requests"] = requests
@@ -151,14 +196,23 @@ def demand_table(figures):
 
 def seat_demand(params, clock=time.time):
     """The seat_demand module's result for its validated ``params``."""
-    seats = _seats(params["seats"])
+    instance_host = params.get("instance_host")
+    if instance_host is not None and (not instance_host or CONTROL_RE.search(instance_host)
+                                      or any(char.isspace() for char in instance_host)):
+        raise PrometheusError("instance_host: expected the host part of the seats' scrape targets (a name or an "
+                              "address, as in fv-ml1:8001), got %r" % (instance_host,))
+    seats = _seats(params["seats"], instance_host)
     window_s = duration_seconds(params["window"], "window")
     duration_seconds(params["step"], "step")
     if params["runaway_tokens"] < 1:
         raise PrometheusError("runaway_tokens: expected an integer >= 1, got %r" % params["runaway_tokens"])
+    if params["timeout"] < 1:
+        raise PrometheusError("timeout: expected whole seconds >= 1, got %r" % params["timeout"])
     at = params["at"] if params["at"] is not None else clock()
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at <= 0:
+        raise PrometheusError("at: expected the window's end in Unix seconds (a finite number > 0), got %r" % (at,))
     prom = Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
-                            params["runaway_tokens"]) for name, model_name, tokens in seats]
+                            params["runaway_tokens"], instance) for name, model_name, tokens, instance in seats]
     return {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},
             "table": demand_table(figures)}

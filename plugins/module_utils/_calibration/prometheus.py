@@ -15,6 +15,12 @@ import urllib.parse
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable, error_message
 
+# The wire waits this much longer than the server's own query timeout, so a slow query ends in the
+# server's words ("query timed out") rather than in a socket timeout.
+WIRE_GRACE_S = 5
+# An error body is quoted at most this long: a proxy's HTML page is not an error message.
+ERROR_CHARS = 300
+
 # A Prometheus duration as this collection writes one into a query: a number and one unit.
 DURATION_RE = re.compile(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -36,7 +42,7 @@ class Prometheus:
 
     def __init__(self, url, token=None, timeout=60, validate_certs=True):
         try:
-            self.client = Client(url.rstrip("/"), token, timeout=timeout, validate_certs=validate_certs)
+            self.client = Client(url.rstrip("/"), token, timeout=timeout + WIRE_GRACE_S, validate_certs=validate_certs)
         except ValueError as exc:
             raise PrometheusError("prometheus_url: %s" % exc) from None
         self.timeout = timeout
@@ -49,9 +55,11 @@ class Prometheus:
             status, reply = self.client.call_json("GET", path)
         except Unreachable as exc:
             raise PrometheusError(str(exc)) from None
-        if status != 200 or not isinstance(reply, dict) or reply.get("status") != "success":
-            detail = reply.get("error") if isinstance(reply, dict) else error_message(str(reply))
-            raise PrometheusError("the query %s was refused (HTTP %d): %s" % (expr, status, detail))
+        if not isinstance(reply, dict) or "status" not in reply:
+            raise PrometheusError("%s is not a Prometheus server's API (HTTP %d, %s)" % (
+                self.client.root, status, _quoted(error_message(str(reply)))))
+        if status != 200 or reply.get("status") != "success":
+            raise PrometheusError("the query %s was refused (HTTP %d): %s" % (expr, status, _quoted(reply.get("error"))))
         data = reply.get("data") or {}
         if data.get("resultType") == "scalar":
             return [({}, float(data["result"][1]))]
@@ -63,3 +71,9 @@ class Prometheus:
         if not found or found[0][1] != found[0][1]:
             return None
         return found[0][1]
+
+
+def _quoted(text):
+    """An error text on one line, at most ERROR_CHARS long."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "..."

@@ -20,6 +20,7 @@ import os
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import process_stat
 
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
@@ -89,16 +90,14 @@ def read_process_running_seconds(pid, proc_root="/proc"):
     A seat's memory creeps for a day or two after it starts, so a reading says how settled it is.
     """
     try:
-        with open(os.path.join(proc_root, str(pid), "stat")) as handle:
-            stat = handle.read()
+        stat = process_stat(pid, proc_root)
         with open(os.path.join(proc_root, "uptime")) as handle:
             uptime = float(handle.read().split()[0])
-        # Field 22 (starttime, clock ticks after boot); fields are counted after the ")" that
-        # ends the command name, which may itself hold spaces.
-        start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, int(uptime - start_ticks / os.sysconf("SC_CLK_TCK")))
+    if stat is None:
+        return None
+    return max(0, int(uptime - stat[1] / os.sysconf("SC_CLK_TCK")))
 
 
 def _container_record(attrs):

@@ -104,6 +104,17 @@ class Checker:
         return list(value)
 
 
+def seconds_problem(name, value, zero_means=None):
+    """Why ``value`` cannot be option ``name``'s seconds, in one line, or None when it can: a
+    finite number above 0, or 0 too when ``zero_means`` says what 0 does. An endless wait is
+    refused here: .inf would hold a window, and .nan compares false with every deadline."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+            value < 0 if zero_means else value <= 0):
+        return "%s: expected a finite number of seconds %s, got %r" % (
+            name, ">= 0 (0: %s)" % zero_means if zero_means else "> 0", value)
+    return None
+
+
 def too_long(text):
     """Whether ``text`` is longer than any single argument or variable a process can be given."""
     return len(text) > VALUE_MAX_BYTES // 4 and len(text.encode("utf-8")) > VALUE_MAX_BYTES

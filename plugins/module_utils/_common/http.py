@@ -18,6 +18,8 @@ import socket
 import ssl
 import urllib.parse
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
+
 EXCERPT_CHARS = 160
 
 
@@ -108,8 +110,9 @@ class Client:
                              "never-printed option), got %s://...@%s" % (parts.scheme, parts.hostname))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("expected an http:// or https:// URL, got %r" % (root,))
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError("timeout: expected seconds > 0, got %r" % (timeout,))
+        problem = seconds_problem("timeout", timeout)
+        if problem:
+            raise ValueError(problem)
         self.root = root.rstrip("/")
         self._https = parts.scheme == "https"
         self._netloc = parts.netloc

@@ -10,7 +10,8 @@ completions per route, sent while the window runs, each route counted apart (req
 failed, and the longest stretch without a successful reply).
 
 The stream is bounded three ways: one request in flight per route, a pause between requests,
-and a deadline; it stops early when the stop file appears (the window creates it when it ends).
+and a deadline; it stops early when the stop file appears (the window creates it when it ends)
+or when the run it measures is gone (a window cut short never reaches its stop file).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import os
 import threading
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable, error_message
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import still_runs
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.smoke import api_root
 
 # the distinct failures a route keeps, for the report: the first few say what went wrong
@@ -36,6 +40,7 @@ GATEWAY_LOAD_SPEC = {
     "timeout": {"type": "float", "default": 60.0},
     "max_tokens": {"type": "int", "default": 8, "no_log": False},
     "validate_certs": {"type": "bool", "default": True},
+    "run": {"type": "dict"},
 }
 
 
@@ -46,15 +51,23 @@ class GatewayLoadError(ValueError):
 def check_load_args(params):
     """Refuse, in one line, what the load cannot run with."""
     routes = params["routes"]
-    if not routes or not all(isinstance(route, str) and route.strip() for route in routes):
-        raise GatewayLoadError("routes: expected a non-empty list of the gateway's model names, got %r" % (routes,))
+    if not routes or not all(isinstance(route, str) and route.strip() and not CONTROL_RE.search(route)
+                             for route in routes):
+        raise GatewayLoadError("routes: expected a non-empty list of the gateway's model names, each on one line, "
+                               "got %r" % (routes,))
     if len(set(routes)) != len(routes):
         raise GatewayLoadError("routes: each route once, got %r" % (routes,))
     for name in ("max_seconds", "interval", "timeout"):
-        if not params[name] > 0:
-            raise GatewayLoadError("%s: expected seconds > 0, got %r" % (name, params[name]))
+        problem = seconds_problem(name, params[name])
+        if problem:
+            raise GatewayLoadError(problem)
     if params["max_tokens"] < 1:
         raise GatewayLoadError("max_tokens: expected an integer >= 1, got %r" % params["max_tokens"])
+    run = params.get("run")
+    if run is not None and not all(isinstance(run.get(key), int) and not isinstance(run.get(key), bool)
+                                   and run[key] > 0 for key in ("pid", "started")):
+        raise GatewayLoadError("run: expected the llmfleet.seats.controller lookup's record of the run "
+                               "(its pid and started), got %r" % (run,))
     api_root(params["url"])
 
 
@@ -155,6 +168,9 @@ def gateway_load(params):
     check_load_args(params)
     send = chat_sender(params["url"], params.get("api_key"), params["timeout"], params["max_tokens"],
                        params["validate_certs"])
-    results, seconds = run_load(params["routes"], send, lambda: os.path.exists(params["stop_file"]),
-                                params["max_seconds"], params["interval"])
+    run = params.get("run")
+
+    def stopped():
+        return os.path.exists(params["stop_file"]) or (run is not None and not still_runs(run["pid"], run["started"]))
+    results, seconds = run_load(params["routes"], send, stopped, params["max_seconds"], params["interval"])
     return {"changed": False, "routes": results, "seconds": seconds}

@@ -24,10 +24,16 @@ import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import read_cards
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE, SPARE_GATE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import drain_words, wait_drained
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import (
+    as_running,
+    drain_words,
+    running_at,
+    wait_drained,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import (
     SEAT_GATES_SPEC,
     GateInputError,
@@ -239,13 +245,24 @@ def _check_input(seats, waves, runtimes):
                                  % (name, ", ".join(sorted(RUNTIMES)), runtime))
 
 
+def _drainer(host, docker, timeout, interval):
+    """drain(seat) for the Booter: the seat asked where its container publishes its port now
+    (read once, before any seat restarts), so a seat moving to another port drains at its old one."""
+    now = running_at(docker)
+
+    def drain(seat):
+        seat = as_running(seat, now.get(seat["name"]))
+        return wait_drained(seat, host.client(seat), timeout, interval)
+    return drain
+
+
 def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
     _check_input(params["seats"], params["waves"], params["runtimes"])
-    if not params["drain_timeout"] >= 0:
-        raise GateInputError("drain_timeout: expected seconds >= 0 (0: restart at once), got %r" % params["drain_timeout"])
-    if not params["drain_interval"] > 0:
-        raise GateInputError("drain_interval: expected seconds > 0, got %r" % params["drain_interval"])
+    problems = [seconds_problem("drain_timeout", params["drain_timeout"], zero_means="restart at once"),
+                seconds_problem("drain_interval", params["drain_interval"])]
+    if any(problems):
+        raise GateInputError("; ".join(problem for problem in problems if problem))
     host = SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
                     params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"],
                     secrets=params["secrets"])
@@ -256,8 +273,8 @@ def seat_boot(params, docker, check_mode=False):
         lambda: read_cards(params["gpu_source"], docker_host=params["docker_host"]),
         host, params["plan_gpus"], params["margin_mib"], params["tolerance_mib"],
         spare_gate=params["spare_gate"],
-        drain=(lambda seat: wait_drained(seat, host.client(seat), params["drain_timeout"], params["drain_interval"]))
-        if params["drain_timeout"] > 0 else None)
+        drain=_drainer(host, docker, params["drain_timeout"], params["drain_interval"])
+        if params["drain_timeout"] > 0 and not check_mode else None)
     # the probe reports what the boot left free, read as the boots read the cards
     host.read_cards = booter.cards
     if check_mode:

@@ -8,6 +8,10 @@
 """Before a seat that serves is stopped: wait, bounded, until the requests it is working on reach
 zero, so a long answer finishes rather than being cut off and asked again elsewhere.
 
+A seat is asked where its container publishes its port now, not where the plan puts it: a
+window that moves a seat to another port drains it at the old one, and a seat leaving the host
+(in no plan any more) is drained too, by whichever engine counts at its address.
+
 A file-configured LiteLLM cannot be told to stop sending a seat requests (its per-deployment
 block needs a database-backed proxy), so the gateway's side of a restart is its own failover: a
 route with another deployment (a lower ``order`` tier or a ``fallbacks`` entry) and retries
@@ -17,12 +21,17 @@ keeps what is cut off to the requests that arrive in the last poll before the st
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import SEAT_GATES_SPEC, GateInputError, SeatHost
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import host_containers, is_running
 
 DRAINED = "drained"              # nothing in flight when it was stopped
 TIMED_OUT = "timed_out"          # requests still in flight at the deadline: stopped anyway
@@ -34,19 +43,17 @@ COUNT_LOST = "count_lost"        # counted, then the count could not be read unt
 
 def wait_drained(seat, client, timeout, interval, clock=time.monotonic, sleep=time.sleep):
     """Wait until ``seat``'s engine, asked through ``client``, has no request in flight, at
-    most ``timeout`` seconds; the outcome for the report."""
-    path = engine_of(seat).IN_FLIGHT_PATH
+    most ``timeout`` seconds; the outcome for the report. A seat without an ``engine`` (one
+    leaving the host) is counted by whichever engine's count answers at its address."""
+    engines = [engine_of(seat)] if seat.get("engine") else [engine for _name, engine in sorted(ENGINES.items())]
+    engines = [engine for engine in engines if engine.IN_FLIGHT_PATH is not None]
     result = {"seat": seat["name"], "outcome": NOT_COUNTED, "in_flight_at_start": None,
               "in_flight_left": None, "waited_s": 0.0}
-    if path is None or timeout <= 0:
+    if not engines or timeout <= 0:
         return result
     began = clock()
     while True:
-        try:
-            status, text = client.call("GET", path)
-        except Unreachable:
-            status, text = None, ""
-        count = engine_of(seat).in_flight(text) if status == 200 else None
+        status, count, engines = _count(client, engines)
         waited = clock() - began
         result["waited_s"] = round(waited, 1)
         if count is None and result["in_flight_at_start"] is None:
@@ -66,6 +73,51 @@ def wait_drained(seat, client, timeout, interval, clock=time.monotonic, sleep=ti
             result["outcome"] = TIMED_OUT if count is not None else COUNT_LOST
             return result
         sleep(min(interval, max(timeout - waited, 0.01)))
+
+
+def _count(client, engines):
+    """``(status, count, engines)``: the first engine whose count answers (the engines narrowed
+    to it once one has), or the last status and None."""
+    status = None
+    for engine in engines:
+        try:
+            status, text = client.call("GET", engine.IN_FLIGHT_PATH)
+        except Unreachable:
+            return None, None, engines
+        count = engine.in_flight(text) if status == 200 else None
+        if count is not None:
+            return status, count, [engine]
+    return status, None, engines
+
+
+def running_at(docker):
+    """``{seat: (bind address or None, port)}``: where each managed seat's running container
+    publishes its one port now; {} when the engine cannot be asked (the plan's port is asked
+    instead). A host's answer is data: only a port number and an address literal are kept."""
+    try:
+        records = host_containers(docker)
+    except DockerError:
+        return {}
+    found = {}
+    for record in records:
+        ports = {(port["host_ip"], port["host_port"]) for port in record["ports"]}
+        if record["seat"] and is_running(record) and len(ports) == 1:
+            host_ip, port = ports.pop()
+            if host_ip:
+                try:
+                    host_ip = str(ipaddress.ip_address(host_ip))
+                except ValueError:
+                    continue   # not an address: the plan's is asked
+            found[record["seat"]] = (host_ip or None, port)
+    return found
+
+
+def as_running(seat, where):
+    """The seat to ask: at the address and port its container publishes now, when known."""
+    if where is None:
+        return seat
+    bind, port = where
+    return dict(seat, port=port, launch=dict(seat.get("launch") or {}, bind_address=bind))
 
 
 def drain_words(drain):
@@ -88,10 +140,11 @@ def drain_words(drain):
 # seat_drain's arguments: the seats as a plan has them, and how to reach them (as the gates do)
 SEAT_DRAIN_SPEC = {
     "seats": {"type": "list", "elements": "dict", "required": True},
+    "leaving": {"type": "list", "elements": "str", "default": []},
     "timeout": {"type": "float", "default": 30.0},
     "interval": {"type": "float", "default": 0.2},
 }
-SEAT_DRAIN_SPEC.update({key: SEAT_GATES_SPEC[key] for key in ("address", "api_key", "secrets")})
+SEAT_DRAIN_SPEC.update({key: SEAT_GATES_SPEC[key] for key in ("address", "api_key", "secrets", "docker_host")})
 
 
 def _check_drain_input(params):
@@ -105,25 +158,33 @@ def _check_drain_input(params):
         port = seat.get("port")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535:
             raise GateInputError("seat %s: port: expected a TCP port (1-65535), got %r" % (name, port))
-    if not params["timeout"] >= 0:
-        raise GateInputError("timeout: expected seconds >= 0 (0: stop at once), got %r" % params["timeout"])
-    if not params["interval"] > 0:
-        raise GateInputError("interval: expected seconds > 0, got %r" % params["interval"])
+    for name in params["leaving"]:
+        if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
+            raise GateInputError("leaving: expected seat names (%s), got %r" % (SEAT_NAME_EXPECTED, name))
+    problems = [seconds_problem("timeout", params["timeout"], zero_means="stop at once"),
+                seconds_problem("interval", params["interval"])]
+    if any(problems):
+        raise GateInputError("; ".join(problem for problem in problems if problem))
 
 
-def seat_drain(params, check_mode=False):
+def seat_drain(params, docker=None, check_mode=False):
     """The seat_drain module's result for its validated ``params``: every seat drained side by
-    side (their deadlines run together), in the order given."""
+    side (their deadlines run together), in the order given, then the seats leaving the host;
+    each where ``docker`` says its container publishes its port now."""
     _check_drain_input(params)
     if check_mode:
         return {"changed": False, "drains": [], "actions": []}
-    host = SeatHost(None, params["address"], params["api_key"], secrets=params["secrets"])
-    drains = [None] * len(params["seats"])
+    host = SeatHost(docker, params["address"], params["api_key"], secrets=params["secrets"])
+    now = running_at(docker) if docker is not None else {}
+    # a leaving seat is asked only where it runs: the plan no longer says where that is
+    seats = list(params["seats"]) + [{"name": name} for name in params["leaving"] if name in now]
+    drains = [None] * len(seats)
 
     def drain(index, seat):
+        seat = as_running(seat, now.get(seat["name"]))
         drains[index] = wait_drained(seat, host.client(seat), params["timeout"], params["interval"])
 
-    threads = [threading.Thread(target=drain, args=pair, daemon=True) for pair in enumerate(params["seats"])]
+    threads = [threading.Thread(target=drain, args=pair, daemon=True) for pair in enumerate(seats)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -37,6 +37,7 @@ import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import process_stat
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.journal import unfinished_seats
 
 STATES = ("acquired", "journaled", "released")
@@ -155,17 +156,6 @@ def _interrupted(holder):
     return {"run_id": holder.get("run_id"), "seats": unfinished_seats(holder.get("journal") or {})}
 
 
-def _stat(pid, proc):
-    """``(ppid, start ticks)`` of a process from /proc/PID/stat, None when it is gone. The
-    command name in parentheses may hold spaces and parentheses: the fields follow the last ')'."""
-    try:
-        with open(os.path.join(proc, str(pid), "stat")) as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[19])
-
-
 def _command_digest(pid, proc):
     try:
         with open(os.path.join(proc, str(pid), "cmdline"), "rb") as handle:
@@ -194,7 +184,7 @@ def controller_identity(host, pid, proc="/proc"):
     """What the lock records of the run's controller: ``{"host", "pid", "started", "boot_id",
     "command"}`` (start in clock ticks since boot; ``command`` a digest of the command line, which
     may hold secrets given with -e)."""
-    stat = _stat(pid, proc)
+    stat = process_stat(pid, proc)
     return {"host": host, "pid": pid, "started": stat[1] if stat else None, "boot_id": _boot_id(proc),
             "command": _command_digest(pid, proc)}
 
@@ -209,14 +199,14 @@ def run_processes(identity, own_pid, proc="/proc"):
         return []
     started = identity.get("started")
     if started is None:
-        return [{"pid": pid, "name": _name(pid, proc), "role": "main"}] if _stat(pid, proc) else []
+        return [{"pid": pid, "name": _name(pid, proc), "role": "main"}] if process_stat(pid, proc) else []
     if identity.get("boot_id") != _boot_id(proc):
         return []  # the controller rebooted since: nothing of that run can be alive
     alive = []
     for entry in os.listdir(proc):
         if not entry.isdigit() or int(entry) == own_pid:
             continue
-        stat = _stat(entry, proc)
+        stat = process_stat(entry, proc)
         if stat is None or stat[1] < started:
             continue
         ppid, start = stat

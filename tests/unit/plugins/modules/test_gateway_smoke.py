@@ -69,7 +69,9 @@ def test_check_mode_still_probes(seat, capsys):
     ({"url": "http://gw:4000", "routes": [{"model": "m", "checks": ["tool"]}]}, "tool"),
     ({"url": "http://gw:4000", "routes": [{"checks": ["chat"]}]}, "model"),
     ({"url": "http://gw:4000", "timeout": 0, "routes": [{"model": "m"}]},
-     "timeout: expected seconds > 0"),
+     "timeout: expected a finite number of seconds > 0"),
+    ({"url": "http://gw:4000", "timeout": "inf", "routes": [{"model": "m"}]},
+     "timeout: expected a finite number of seconds > 0, got inf"),
 ])
 def test_bad_input_is_one_clear_error(capsys, args, message):
     code, result, out = run(capsys, args)

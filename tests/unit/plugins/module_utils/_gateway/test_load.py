@@ -3,15 +3,19 @@ fails one route for a while, counted per route as the report shows them."""
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import process_stat
 from ansible_collections.llmfleet.seats.plugins.module_utils._gateway.load import GatewayLoadError, gateway_load
+from support.local_http import serving as local_serving
+from support.wait import wait_for
 
 KEY = "sk-load-test-0123456789"
 
@@ -60,16 +64,8 @@ class Handler(BaseHTTPRequestHandler):
             server.restarts.append((number, not down, time.monotonic()))
 
 
-@contextlib.contextmanager
 def serving(**kwargs):
-    server = Gateway(**kwargs)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+    return local_serving(Gateway(**kwargs))
 
 
 @pytest.fixture
@@ -119,12 +115,41 @@ def test_an_unreachable_gateway_is_a_failure_per_request_not_an_error(tmp_path):
     assert only["failed"] == only["sent"] > 0 and only["failures"][0].startswith("cannot reach http://127.0.0.1:")
 
 
+def test_the_load_ends_with_the_run_it_measures(tmp_path):
+    """A window cut short never writes its stop file: the load stops when its ansible-playbook is gone."""
+    run_process = subprocess.Popen(["sleep", "600"])
+    try:
+        run = {"pid": run_process.pid, "started": process_stat(run_process.pid)[1]}
+        with serving() as gateway:
+            def cut_short():
+                wait_for(lambda: len(gateway.seen) >= 6, 30, "the load's first requests")
+                run_process.kill()
+                run_process.wait()
+            killer = threading.Thread(target=cut_short, daemon=True)
+            killer.start()
+            result = gateway_load(params(gateway, tmp_path / "never", max_seconds=600.0, run=run))
+            killer.join()
+    finally:
+        run_process.kill()
+        run_process.wait()
+    assert result["seconds"] < 600 and all(route["sent"] >= 3 for route in result["routes"])
+    # an id the kernel gave to a later process is not the run
+    reused = gateway_load(params(gateway, tmp_path / "never", max_seconds=600.0,
+                                 run={"pid": os.getpid(), "started": process_stat(os.getpid())[1] + 1}))
+    assert reused["seconds"] < 600
+
+
 @pytest.mark.parametrize("change, message", [
     ({"routes": []}, "routes: expected a non-empty list of the gateway's model names"),
     ({"routes": ["a", "a"]}, "routes: each route once"),
-    ({"interval": 0.0}, "interval: expected seconds > 0"),
+    ({"routes": ["gen-small\nX-Injected: 1"]},
+     "routes: expected a non-empty list of the gateway's model names, each on one line"),
+    ({"interval": 0.0}, "interval: expected a finite number of seconds > 0"),
+    ({"max_seconds": float("inf")}, "max_seconds: expected a finite number of seconds > 0, got inf"),
+    ({"timeout": float("nan")}, "timeout: expected a finite number of seconds > 0, got nan"),
     ({"max_tokens": 0}, "max_tokens: expected an integer >= 1"),
     ({"url": "fv-gw:4000"}, "url: expected http(s)://host:port"),
+    ({"run": {"pid": "1; kill"}}, "run: expected the llmfleet.seats.controller lookup's record of the run"),
 ])
 def test_arguments_it_cannot_run_with_are_refused_in_one_line(gateway, tmp_path, change, message):
     with pytest.raises(GatewayLoadError if "url" not in change else ValueError, match="^" + message.replace("(", r"\(")

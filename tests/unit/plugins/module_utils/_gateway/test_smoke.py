@@ -355,9 +355,10 @@ def test_api_root_rejects(url):
         gw.api_root(url)
 
 
-def test_timeout_must_be_positive():
-    with pytest.raises(gw.GatewaySmokeError, match="timeout: expected seconds > 0"):
-        gw.Client("http://gw:4000", timeout=0)
+@pytest.mark.parametrize("timeout", [0, float("inf"), float("nan")])
+def test_timeout_must_be_positive_and_finite(timeout):
+    with pytest.raises(gw.GatewaySmokeError, match="timeout: expected a finite number of seconds > 0"):
+        gw.Client("http://gw:4000", timeout=timeout)
 
 
 def test_sse_parser_joins_data_lines_and_skips_comments():

@@ -199,9 +199,10 @@ def _params(**changes):
     ({"waves": [["a1"], ["c1"]]}, "waves[1]: expected names of the seats given (a1, b1), got 'c1'"),
     ({"waves": [["a1"], ["a1", "b1"]]}, "waves[1]: seat a1 boots once, it is listed again"),
     ({"runtimes": {"a1": "podman"}}, "runtimes: seat a1: expected one of compose, systemd, got 'podman'"),
-    ({"drain_timeout": -1.0}, "drain_timeout: expected seconds >= 0 (0: restart at once), got -1.0"),
-    ({"drain_timeout": float("nan")}, "drain_timeout: expected seconds >= 0"),
-    ({"drain_interval": 0.0}, "drain_interval: expected seconds > 0, got 0.0"),
+    ({"drain_timeout": -1.0}, "drain_timeout: expected a finite number of seconds >= 0 (0: restart at once), got -1.0"),
+    ({"drain_timeout": float("nan")}, "drain_timeout: expected a finite number of seconds >= 0"),
+    ({"drain_timeout": float("inf")}, "drain_timeout: expected a finite number of seconds >= 0"),
+    ({"drain_interval": 0.0}, "drain_interval: expected a finite number of seconds > 0, got 0.0"),
 ])
 def test_seat_boot_refuses_input_before_it_starts_anything(changes, message):
     with pytest.raises(_boot.GateInputError) as refused:

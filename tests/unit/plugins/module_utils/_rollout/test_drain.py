@@ -3,17 +3,18 @@ or the deadline, and what the report says of it."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import in_flight
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import drain_words, seat_drain, wait_drained
-from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import GateInputError
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.boot import _drainer
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import drain_words, running_at, seat_drain, wait_drained
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import GateInputError, SeatHost
+from support.local_http import serving
 
 # vLLM's exposition format, two engines of one server (data parallel), as its /metrics prints it
 TWO_ENGINES = """# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -144,19 +145,12 @@ class MetricsHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-@contextlib.contextmanager
 def seat_metrics(counts):
-    server = Metrics(counts)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(Metrics(counts))
 
 
 def drain_params(seats, **changes):
-    return dict({"seats": seats, "timeout": 5.0, "interval": 0.01, "address": "127.0.0.1", "api_key": None,
+    return dict({"seats": seats, "leaving": [], "timeout": 5.0, "interval": 0.01, "address": "127.0.0.1", "api_key": None,
                  "secrets": {"busy": {"VLLM_API_KEY": "sk-seat-own"}}}, **changes)
 
 
@@ -185,9 +179,73 @@ def test_seat_drain_asks_nothing_in_check_mode():
     ({"seats": [{"engine": "vllm", "port": 1}]}, "seats[0].name: expected a seat_plan plan's seat"),
     ({"seats": [{"name": "a", "engine": "tgi", "port": 1}]}, "seat a: engine: expected one of fixed, radiance, vllm"),
     ({"seats": [{"name": "a", "engine": "vllm", "port": "8000; true"}]}, "seat a: port: expected a TCP port"),
-    ({"timeout": -1.0}, "timeout: expected seconds >= 0 (0: stop at once), got -1.0"),
-    ({"interval": 0.0}, "interval: expected seconds > 0"),
+    ({"timeout": -1.0}, "timeout: expected a finite number of seconds >= 0 (0: stop at once), got -1.0"),
+    # an endless wait would hold the window on a seat that never drains
+    ({"timeout": float("inf")}, "timeout: expected a finite number of seconds >= 0 (0: stop at once), got inf"),
+    ({"timeout": float("nan")}, "timeout: expected a finite number of seconds >= 0 (0: stop at once), got nan"),
+    ({"interval": 0.0}, "interval: expected a finite number of seconds > 0"),
+    ({"leaving": ["../etc"]}, "leaving: expected seat names (lowercase letters, digits"),
 ])
 def test_seat_drain_refuses_what_it_cannot_ask_in_one_line(change, message):
     with pytest.raises(GateInputError, match=re.escape(message)):
         seat_drain(dict(drain_params([{"name": "a", "engine": "vllm", "port": 1}]), **change))
+
+
+class PublishingDocker:
+    """The container engine as host_containers reads it: each running seat container publishes
+    one port (``{seat: port}``); a container of something else publishes its own."""
+
+    def __init__(self, published):
+        self.published = published
+
+    def run(self, args, timeout=None):
+        assert args[:2] == ["ps", "--all"], args
+        return 0, "\n".join(["other"] + ["id-" + seat for seat in self.published]) + "\n", ""
+
+    def inspect(self, ids):
+        found = {"other": {"Id": "other", "Name": "/grafana", "Config": {"Labels": {}}, "State": {"Status": "running"},
+                           "HostConfig": {"PortBindings": {"3000/tcp": [{"HostIp": "", "HostPort": "3000"}]}}}}
+        for seat, port in self.published.items():
+            found["id-" + seat] = {
+                "Id": "id-" + seat, "Name": "/" + seat, "Config": {"Labels": {"io.llmfleet.seat": seat}},
+                "State": {"Status": "running"},
+                "HostConfig": {"PortBindings": {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}}}
+        return {key: found[key] for key in ids}, None
+
+
+def test_seat_drain_asks_where_a_seat_runs_now_and_drains_the_seats_leaving_the_host():
+    with seat_metrics([2, 0]) as moving, seat_metrics([1, 0]) as leaving:
+        # the plan moves "moving" to port 9 (nothing there yet): it still runs at its old port
+        docker = PublishingDocker({"moving": moving.server_address[1], "retired": leaving.server_address[1]})
+        result = seat_drain(drain_params([{"name": "moving", "engine": "vllm", "port": 9}],
+                                         leaving=["retired", "gone-already"]), docker)
+    outcomes = [(d["seat"], d["outcome"], d["in_flight_at_start"]) for d in result["drains"]]
+    # a leaving seat is counted by whichever engine's count answers; one not running is not asked
+    assert outcomes == [("moving", "drained", 2), ("retired", "drained", 1)]
+    assert moving.auth and leaving.auth
+
+
+def test_without_the_container_engine_the_plans_port_is_asked():
+    class Unaskable(PublishingDocker):
+        def run(self, args, timeout=None):
+            raise DockerError("docker: not found")
+    with seat_metrics([0]) as seat:
+        result = seat_drain(drain_params([{"name": "busy", "engine": "vllm", "port": seat.server_address[1]}],
+                                         leaving=["retired"]), Unaskable({}))
+    assert [(d["seat"], d["outcome"]) for d in result["drains"]] == [("busy", "drained")]
+
+
+def test_a_restart_drains_the_seat_at_the_port_it_runs_at_before_the_window():
+    with seat_metrics([1, 0]) as old:
+        drain = _drainer(SeatHost(None), PublishingDocker({"moving": old.server_address[1]}), 5.0, 0.01)
+        result = drain({"name": "moving", "engine": "vllm", "port": 9})
+    assert (result["outcome"], result["in_flight_at_start"]) == ("drained", 1)
+
+
+def test_a_published_address_that_is_not_an_address_is_not_asked():
+    class OddBinding(PublishingDocker):
+        def inspect(self, ids):
+            found, why = super().inspect(ids)
+            found["id-moving"]["HostConfig"]["PortBindings"]["8000/tcp"][0]["HostIp"] = "evil.example/x?"
+            return found, why
+    assert running_at(OddBinding({"moving": 8101, "kept": 8102})) == {"kept": ("127.0.0.1", 8102)}
