@@ -49,4 +49,16 @@ options:
     description: The card whose vLLM defaults apply (see M(llmfleet.seats.kv_budget)'s C(gpu)).
     type: str
     default: h100
+  demand_snapshot:
+    description:
+      - C(llmfleet_demand_snapshot), the demand snapshot C(playbooks/calibrate.yml) wrote for this
+        host (M(llmfleet.seats.seat_demand)'s figures per seat), on the controller.
+      - A vLLM seat with C(kv_sizing=demand) is sized from its peak KV tokens in use times
+        O(demand_factor); every seat with figures gets the budget its demand needs beside its
+        own in its C(calibration).
+    type: path
+  demand_factor:
+    description: C(llmfleet_demand_factor), the headroom over the measured peak a seat sized by demand gets.
+    type: float
+    default: 1.25
 """

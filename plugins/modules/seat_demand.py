@@ -70,6 +70,11 @@ options:
         V(<instance_host>:<port>)), for example V(fv-ml1) or V(10.0.4.21). Needed where the same
         served name runs on more than one host.
     type: str
+  host:
+    description:
+      - The inventory host the seats run on. With it, RV(snapshot) is returned for the plan to read
+        back as C(llmfleet_demand_snapshot).
+    type: str
   runaway_tokens:
     description:
       - Replies longer than this many tokens are counted as runaways.
@@ -168,6 +173,15 @@ table:
   sample:
     - "seat       requests  prompt p50/p99  reply p50/p99  peak running  peak KV tokens          runaways              note"
     - "gen-small  48112     812.4/4517.2    302.1/3985.0   31            24385 of 58240 (42%)    9 over 20000 tokens"
+snapshot:
+  description:
+    - With O(host), the figures as the plan reads them back (write it to a file and name it in
+      C(llmfleet_demand_snapshot)); the format, the host, the window and RV(seats). It holds no
+      server address or token.
+  returned: when O(host) is given
+  type: dict
+  sample: {"format": "llmfleet.seats/demand/1", "host": "fv-ml1", "window": {"seconds": 604800, "end": 1796342400.0},
+           "seats": [{"seat": "gen-small", "peak_kv_tokens": 24385, "requests": 48112}]}
 window:
   description: The window's length in seconds and its end (Unix seconds).
   returned: always

@@ -139,6 +139,9 @@ plan:
       C(max_model_len), C(kv_cache_memory_bytes), C(kv_cache_tokens) and C(max_concurrency) (null
       where unknown) - the collection's own seat from its container's command, a container started
       by hand from the numbers M(llmfleet.seats.gpu_info) read of its command line and boot log.
+    - A vLLM seat's C(calibration) (with a demand snapshot, the seat's measured figures - C(peak_kv_tokens),
+      C(peak_kv_usage), C(requests), C(runaways) - C(demand_tokens), C(by_rule_bytes),
+      C(by_demand_bytes) and C(sized_by), V(rule) or V(demand); null without figures).
     - A radiance seat carries its funding instead of vLLM's KV figures - C(capacity_mib),
       C(elastic_mib), C(expert_floor_mib), C(vram_kv_bytes), C(kv_tokens), C(sessions),
       C(binding), C(funded_fraction), the pinned-RAM ledger (C(pin_ledger_mib), C(pin_ok)), its

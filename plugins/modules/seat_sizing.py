@@ -46,7 +46,10 @@ seats:
       C(boot_ok), C(boot_error), the footprint with the default overhead (C(weights_mib),
       C(kv_mib), C(overhead_mib), C(footprint_mib)), and for vLLM the planned numbers
       (C(max_model_len), C(kv_cache_memory_bytes), C(kv_cache_tokens), C(max_concurrency),
-      C(block_size), C(num_blocks), C(per_token_kv_bytes), C(served_model_names)).
+      C(block_size), C(num_blocks), C(per_token_kv_bytes), C(served_model_names), and
+      C(calibration) (with a demand snapshot, the seat's measured figures - C(peak_kv_tokens),
+      C(peak_kv_usage), C(requests), C(runaways) - C(demand_tokens), C(by_rule_bytes),
+      C(by_demand_bytes) and C(sized_by), V(rule) or V(demand); null without figures)).
   returned: always
   type: list
   elements: dict

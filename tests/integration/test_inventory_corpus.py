@@ -253,6 +253,13 @@ CASES = [
     ("a pin and a factor", seat(1, kv_factor=1.1), "expected either a pinned budget or kv_factor, not both"),
     *[("kv_factor %r" % value, seat(0, kv_factor=value), "llmfleet_seats[0].kv_factor: expected a finite number > 0")
       for value in (0, -1, "x", float("inf"), float("nan"), True)],
+    ("kv_sizing a word", seat(0, kv_sizing="measured"),
+     "llmfleet_seats[0].kv_sizing: expected rule (the factor x max_model_len) or demand"),
+    ("kv_sizing demand beside a factor", seat(0, kv_sizing="demand", kv_factor=2),
+     "llmfleet_seats[0].kv_sizing: expected rule with a pinned budget or a kv_factor of its own"),
+    *[("llmfleet_demand_factor %r" % value, host(llmfleet_demand_factor=value),
+       "llmfleet_demand_factor: expected a finite number > 0 and <= 1024")
+      for value in (0, float("inf"), "lots")],
     *[("kv_cache_dtype %r" % value, seat(0, kv_cache_dtype=value), "llmfleet_seats[0].kv_cache_dtype: expected one of")
       for value in ("fp7", 8, "")],
     ("weights_bytes bare 16", seat(0, weights_bytes=16), "llmfleet_seats[0].weights_bytes: expected at least 1 MiB"),

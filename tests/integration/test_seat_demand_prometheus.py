@@ -7,10 +7,13 @@ target, never summed with the other seat of the same name."""
 from __future__ import annotations
 
 import json
+import math
 import re
+import shutil
 import threading
 
 import pytest
+import yaml
 from conftest import REPO_ROOT, run_ansible
 from support.adhoc import run_module
 from support.prometheus import PrometheusServer
@@ -84,16 +87,18 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
         at = float(server.query("timestamp(%s)" % counted)[0]["value"][1])
 
         # the plan's KV figure is not what the seat ran with: the engine's own is used
-        seat_list = [{"name": "chat", "served_model_names": ["gen-small", "gen-small-alias"], "kv_cache_tokens": 999,
-                      "port": busy.port},
-                     {"name": "idle", "model_name": "char-rp", "port": idle.port},
+        # fv-ml1's own seat names: the snapshot this call returns is that host's
+        seat_list = [{"name": "gen-small", "served_model_names": ["gen-small", "gen-small-alias"],
+                      "kv_cache_tokens": 999, "port": busy.port},
+                     {"name": "meromero-rp", "model_name": "char-rp", "port": idle.port},
                      {"name": "ghost", "model_name": "nobody", "port": 9}]
         asked = {"prometheus_url": server.url, "seats": seat_list, "window": "1h", "step": "1s", "at": at,
                  "runaway_tokens": 2500}
-        rc, result = run_module("llmfleet.seats.seat_demand", dict(asked, instance_host="127.0.0.1"))
+        rc, result = run_module("llmfleet.seats.seat_demand", dict(asked, instance_host="127.0.0.1", host="fv-ml1"))
         rc_unsure, unsure = run_module("llmfleet.seats.seat_demand", asked)
         status, metrics = busy.http("/metrics")
         ran_with = dict(re.findall(r'(num_gpu_blocks|block_size)="(\d+)"', metrics))
+        (tmp_path / "kept").mkdir()
         # the operator's path: their inventory, planned from its recorded cards, and their Prometheus;
         # nothing reaches the host (it runs here, and only the controller asks Prometheus)
         playbook = run_ansible([
@@ -102,7 +107,8 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
             "-e", "seat_plan_cards_source=snapshot",
             "-e", "seat_plan_cards_snapshot=%s" % (FV_ML1 / "snapshots" / "plateau-20261007.json"),
             "-e", json.dumps({"calibrate_prometheus_url": server.url, "calibrate_window": "1h", "calibrate_step": "1s",
-                              "calibrate_at": at, "calibrate_runaway_tokens": 2500})],
+                              "calibrate_at": at, "calibrate_runaway_tokens": 2500,
+                              "calibrate_snapshot_path": str(tmp_path / "kept" / "demand-fv-ml1.json")})],
             extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     finally:
         server.stop()
@@ -114,7 +120,7 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     assert [u["completion_tokens"] for u in runaways] == [RUNAWAY_TOKENS] * RUNAWAYS
     assert chat["metrics"] and chat["requests"] == total and chat["detail"] == ""
     assert chat["instance"] == "127.0.0.1:%d" % busy.port and status == 200
-    assert any(line.startswith("chat ") and " %d over 2000 tokens" % RUNAWAYS in line for line in result["table"])
+    assert any(line.startswith("gen-small ") and " %d over 2000 tokens" % RUNAWAYS in line for line in result["table"])
     assert (chat["kv_cache_tokens"], chat["kv_cache_tokens_from"]) == (
         int(ran_with["num_gpu_blocks"]) * int(ran_with["block_size"]), "engine")
     assert chat["prompt_tokens"] == {"p50": round(prometheus_quantile(0.5, bounds, prompts), 1),
@@ -154,6 +160,33 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     lines = table["hosts"]["fv-ml1"]["msg"]
     assert lines[0].split()[:2] == ["seat", "requests"]
     assert any(line.startswith("gen-small ") and "set instance_host" in line for line in lines), lines
+    kept = json.loads((tmp_path / "kept" / "demand-fv-ml1.json").read_text())
+    assert (kept["format"], kept["host"]) == ("llmfleet.seats/demand/1", "fv-ml1")
+    assert [seat["seat"] for seat in kept["seats"]] == [seat["seat"] for seat in asked["hosts"]["fv-ml1"]["seats"]]
+    assert server.url not in json.dumps(kept), "the snapshot names no server"
+
+    # the operator's next step: gen-small sized from what it was asked for, its pin dropped
+    assert rc == 0 and result["snapshot"]["host"] == "fv-ml1"
+    snapshot = tmp_path / "demand-measured.json"
+    snapshot.write_text(json.dumps(result["snapshot"]))
+    inventory = tmp_path / "inventory"
+    shutil.copytree(FV_ML1, inventory)
+    host_vars = inventory / "host_vars" / "fv-ml1.yml"
+    fleet = yaml.safe_load(host_vars.read_text())
+    gen_small = next(seat for seat in fleet["llmfleet_seats"] if seat["name"] == "gen-small")
+    del gen_small["kv_cache_memory_bytes"]
+    gen_small["kv_sizing"] = "demand"
+    host_vars.write_text(yaml.safe_dump(fleet))
+    sized, table = _sized(inventory, snapshot)
+    demand = math.ceil(chat["peak_kv_tokens"] * 1.25)
+    ours = sized["gen-small"]
+    assert ours["kv_rule"] == "demand: peak {:,} tokens x 1.25".format(chat["peak_kv_tokens"])
+    assert ours["calibration"]["demand_tokens"] == demand and ours["kv_cache_tokens"] >= demand
+    assert ours["calibration"]["by_demand_bytes"] == ours["kv_cache_memory_bytes"]
+    assert ours["calibration"]["by_rule_bytes"] != ours["kv_cache_memory_bytes"], "both are shown, and differ"
+    assert sized["meromero-rp"]["calibration"]["sized_by"] == "rule", "the inventory says which, per seat"
+    row = next(line for line in table if line.startswith("| gen-small | %s |" % "{:,}".format(total)))
+    assert "| **demand** |" in row and "%d replies longer than 2,000 tokens" % RUNAWAYS in row
 
 
 def test_a_prometheus_that_cannot_answer_is_one_line(tmp_path):
@@ -164,3 +197,15 @@ def test_a_prometheus_that_cannot_answer_is_one_line(tmp_path):
         "prometheus_url": "http://127.0.0.1:9", "seats": [{"name": "chat"}], "window": "7 days"})
     assert result["msg"] == "window: expected a duration such as 90s, 30m, 12h, 7d or 2w, got '7 days'"
     assert "Traceback" not in json.dumps(result)
+
+
+def _sized(inventory, snapshot):
+    """kv_sizing.yml on ``inventory`` with the demand snapshot: every seat as the plan sizes it."""
+    proc = run_ansible(["ansible-playbook", "-i", str(inventory / "hosts.yml"), "playbooks/kv_sizing.yml",
+                        "-e", json.dumps({"llmfleet_demand_snapshot": str(snapshot)})],
+                       extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    sized = next(t for t in tasks if t["task"]["name"] == "Size each seat by its engine, as the plan does")
+    table = next(t for t in tasks if t["task"]["name"] == "Print the sizing table")
+    return {seat["name"]: seat for seat in sized["hosts"]["fv-ml1"]["seats"]}, table["hosts"]["fv-ml1"]["msg"]

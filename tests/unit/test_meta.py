@@ -29,7 +29,8 @@ def test_role_defaults_are_the_collections():
     assert rebalance["seat_rebalance_health_timeout"] == defaults.HEALTH_TIMEOUT_S
     assert rebalance["seat_rebalance_health_interval"] == defaults.HEALTH_INTERVAL_S
     plan = (ROOT / "roles" / "seat_plan" / "defaults" / "main.yml").read_text()
-    assert "default(%s)" % defaults.KV_FACTOR in plan
+    assert "llmfleet_kv_factor | default(%s)" % defaults.KV_FACTOR in plan
+    assert "llmfleet_demand_factor | default(%s)" % defaults.DEMAND_FACTOR in plan
     assert "default('%s')" % defaults.KV_ROUND_TO in plan and "default('%s')" % defaults.GPU_PROFILE in plan
     assert yaml.safe_load(plan)["seat_plan_boot_margin_mib"] == defaults.MARGIN_MIB
 

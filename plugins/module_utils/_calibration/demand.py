@@ -30,7 +30,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     PrometheusError,
     duration_seconds,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, DEMAND_SNAPSHOT_FORMAT
 
 QUANTILES = (0.5, 0.99)
 
@@ -42,6 +42,7 @@ SEAT_DEMAND_SPEC = {
     "step": {"type": "str", "default": "1m"},
     "at": {"type": "float"},
     "instance_host": {"type": "str"},
+    "host": {"type": "str"},
     "runaway_tokens": {"type": "int", "default": 32768, "no_log": False},
     "timeout": {"type": "int", "default": 60},
     "validate_certs": {"type": "bool", "default": True},
@@ -214,5 +215,10 @@ def seat_demand(params, clock=time.time):
     prom = Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
                             params["runaway_tokens"], instance) for name, model_name, tokens, instance in seats]
-    return {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},
-            "table": demand_table(figures)}
+    result = {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},
+              "table": demand_table(figures)}
+    if params.get("host"):
+        # what the plan reads back (llmfleet_demand_snapshot); never the server's address or token
+        result["snapshot"] = {"format": DEMAND_SNAPSHOT_FORMAT, "host": params["host"], "window": result["window"],
+                              "seats": figures}
+    return result

@@ -17,6 +17,13 @@ import re
 # rounded up to a multiple of the step.
 KV_FACTOR = 1.25
 KV_ROUND_TO = "0.5GiB"
+# Sizing from measured demand (a seat's kv_sizing: demand): the peak KV tokens in use over the
+# calibration window times the factor, held by the smallest budget, rounded like the rule; and
+# the share of its KV below which a seat is said never to have used much of it.
+DEMAND_FACTOR = 1.25
+DEMAND_LOW_USE = 0.25
+# The format a demand snapshot (playbooks/calibrate.yml) is written in and read back by the plan.
+DEMAND_SNAPSHOT_FORMAT = "llmfleet.seats/demand/1"
 # The GPU whose attention backends and block sizes vLLM's arithmetic assumes (sizing's profiles).
 GPU_PROFILE = "h100"
 # Free MiB a GPU keeps beyond its seats' footprints when a seat boots (and in the boot gate's

@@ -50,6 +50,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     KVSizingError,
     evaluate_kv_budget,
     size_kv_budget,
+    size_kv_for_demand,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
@@ -64,11 +65,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releas
 NAME = "vllm"
 # The inventory fields of a vLLM seat, beyond every seat's.
 FIELDS = frozenset({
-    "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor",
+    "model", "model_config", "max_model_len", "kv_cache_memory_bytes", "kv_factor", "kv_sizing",
     "kv_cache_dtype", "tensor_parallel_size", "served_model_names", "tool_call_parser",
     "reasoning_parser", "default_chat_template_kwargs", "max_new_tokens", "extra_args",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "weights_bytes", "overhead_bytes",
     "vllm_version", "allow_nearest_vllm_release", "api_key", "vllm_platform"})
+# How a seat's KV budget is sized when the inventory does not pin it.
+KV_SIZINGS = ("rule", "demand")
 # The vLLM builds a seat's image may run: the CUDA one on the host's GPUs, or the CPU build (whose
 # KV arithmetic is its own; its memory is the host's).
 PLATFORMS = ("cuda", "cpu")
@@ -271,6 +274,14 @@ def normalize(check, where, raw, seat, defaults):
         else defaults["kv_factor"]
     seat["kv_rule"] = ("pinned" if seat["kv_cache_memory_bytes"] is not None
                        else "exception" if "kv_factor" in raw else "rule")
+    # by the rule (the factor above), or by the demand a calibration measured (the plan shows both)
+    seat["kv_sizing"] = raw.get("kv_sizing", "rule")
+    if seat["kv_sizing"] not in KV_SIZINGS:
+        check.fail(where, "kv_sizing", "rule (the factor x max_model_len) or demand (the peak a calibration "
+                   "measured, from llmfleet_demand_snapshot)", seat["kv_sizing"])
+    elif seat["kv_sizing"] == "demand" and (seat["kv_cache_memory_bytes"] is not None or "kv_factor" in raw):
+        check.fail(where, "kv_sizing", "rule with a pinned budget or a kv_factor of its own (demand sizes "
+                   "the budget itself)", seat["kv_sizing"])
     dtype = raw.get("kv_cache_dtype", "auto")
     if not isinstance(dtype, str) or dtype not in KV_CACHE_DTYPES:
         check.fail(where, "kv_cache_dtype", "one of %s" % ", ".join(KV_CACHE_DTYPES), dtype)
@@ -381,8 +392,10 @@ def _config_path(seat, inventory_dir):
 
 
 def size(seat, inventory_dir, options):
-    """``{"kv": kv_budget result, "rule": how the budget was chosen, "weights_bytes": per GPU}``.
-    ``options``: ``gpu_profile`` and ``kv_round_to``."""
+    """``{"kv": kv_budget result, "rule": how the budget was chosen, "weights_bytes": per GPU,
+    "calibration": the budget measured demand gives beside the rule's, or None}``.
+    ``options``: ``gpu_profile``, ``kv_round_to``, and ``demand`` (seat -> a demand snapshot's
+    figures) with ``demand_factor``."""
     try:
         path = _config_path(seat, inventory_dir)
         config = load_model_config(path, seat=seat["name"])
@@ -400,9 +413,43 @@ def size(seat, inventory_dir, options):
             kv = size_kv_budget(config, seat["max_model_len"], kv_factor=seat["kv_factor"],
                                 kv_round_to=options["kv_round_to"], **common)
             rule = "%s %sx" % (seat["kv_rule"], seat["kv_factor"])
-        return {"kv": kv, "rule": rule, "weights_bytes": weights_bytes_per_gpu(seat, path)}
+        by_demand, calibration = _calibration(seat, config, kv, options, common)
+        if seat["kv_sizing"] == "demand":
+            kv = by_demand
+            rule = "demand: peak {:,} tokens x {}".format(calibration["peak_kv_tokens"], options["demand_factor"])
+        return {"kv": kv, "rule": rule, "weights_bytes": weights_bytes_per_gpu(seat, path),
+                "calibration": calibration}
     except (ModelConfigError, KVSizingError, FootprintError) as exc:
         raise SizingError(str(exc)) from None
+
+
+def _calibration(seat, config, by_rule, options, common):
+    """``(kv sized by demand, what a demand snapshot says of the seat beside its budget)``: the
+    peak it measured, the budget that demand needs (sized like the rule), and the tail of its
+    replies; ``(None, None)`` without figures, unless the seat is sized by demand (then refused)."""
+    figures = (options.get("demand") or {}).get(seat["name"])
+    peak = figures.get("peak_kv_tokens") if figures else None
+    if peak is None:
+        if seat["kv_sizing"] != "demand":
+            return None, None
+        if options.get("demand") is None:
+            why = "no demand snapshot is given (llmfleet_demand_snapshot, written by playbooks/calibrate.yml)"
+        elif not figures:
+            why = "the demand snapshot has no figures for it"
+        else:
+            why = "the demand snapshot has no peak KV tokens for it (%s)" % (
+                figures.get("detail") or "no metrics in its window")
+        raise SizingError("seat %s: kv_sizing: demand, but %s" % (seat["name"], why))
+    demand_tokens = int(math.ceil(peak * options["demand_factor"]))
+    kv = size_kv_for_demand(config, by_rule["max_model_len"], demand_tokens, kv_round_to=options["kv_round_to"],
+                            **common)
+    return kv, {
+        "sized_by": seat["kv_sizing"], "peak_kv_tokens": peak, "peak_kv_usage": figures.get("peak_kv_usage"),
+        "requests": figures.get("requests"), "demand_tokens": demand_tokens, "demand_factor": options["demand_factor"],
+        "by_rule_bytes": by_rule["kv_cache_memory_bytes"],
+        "by_rule": "pinned" if seat["kv_rule"] == "pinned" else "%sx" % seat["kv_factor"],
+        "by_demand_bytes": kv["kv_cache_memory_bytes"],
+        "runaways": figures.get("runaways"), "max_new_tokens": seat["max_new_tokens"]}
 
 
 def boot_problem(seat, sized):
@@ -495,6 +542,7 @@ def planned(seat, sized):
     fields["vllm_release"] = dict(seat["vllm_release"])  # what the seat runs, what planned its KV
     fields["served_model_names"] = seat["served_model_names"]
     fields["first_request_error"] = sized["kv"]["first_request_error"]
+    fields["calibration"] = sized.get("calibration")
     return fields
 
 

@@ -19,7 +19,12 @@ import os
 from xml.sax.saxutils import escape
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS, MARGIN_MIB
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    ALL_INTERFACES,
+    BIND_ADDRESS,
+    DEMAND_LOW_USE,
+    MARGIN_MIB,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, build_plan
@@ -112,6 +117,7 @@ def plan_markdown(plan):
         notes = engine_of(seat).plan_notes(seat)
         if notes:
             lines += [""] + notes
+    lines += calibration_markdown(plan["seats"])
     written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
                for seat in plan["seats"] if seat.get("declared_sizes")]
     if written:
@@ -183,10 +189,46 @@ def sizing_markdown(host, sizing):
         lines.append("| %s | %s | %s | %s | %s (%s) | %s |" % (
             seat["name"], kv, tokens, conc, mib_cell(seat["footprint_mib"]), parts,
             "yes" if seat["boot_ok"] else "**NO**"))
+    lines += calibration_markdown(sizing["seats"])
     if sizing["problems"]:
         lines.append("")
         lines += ["- %s" % problem for problem in sizing["problems"]]
     return "\n".join(lines) + "\n"
+
+
+def calibration_markdown(seats):
+    """What measured demand says beside the plan, for the seats a demand snapshot has figures
+    for: the peak KV in use, the budget the rule gives and the one demand needs (the seat is
+    sized by the one its inventory names), replies past the output cap, and KV never much used.
+    No lines without figures."""
+    measured = [seat for seat in seats if seat.get("calibration")]
+    if not measured:
+        return []
+    factor = measured[0]["calibration"]["demand_factor"]
+    lines = ["", "### Measured demand beside the plan", "",
+             "| seat | requests | peak KV in use | KV by rule | KV by demand (peak x %s) | sized by | note |" % factor,
+             "|---|---|---|---|---|---|---|"]
+    for seat in measured:
+        cal = seat["calibration"]
+        usage = "" if cal["peak_kv_usage"] is None else " (%.0f%% of its KV then)" % (100 * cal["peak_kv_usage"])
+        by_rule, by_demand = _gib(cal["by_rule_bytes"]), _gib(cal["by_demand_bytes"])
+        chosen = "**%s**" % cal["sized_by"]
+        lines.append("| %s | %s | %s tokens%s | %s (%s) | %s | %s | %s |" % (
+            seat["name"], mib_cell(cal["requests"]), mib_cell(cal["peak_kv_tokens"]), usage, by_rule, cal["by_rule"],
+            by_demand, chosen, "; ".join(_calibration_notes(cal))))
+    return lines
+
+
+def _calibration_notes(cal):
+    notes = []
+    runaways, cap = cal.get("runaways"), cal.get("max_new_tokens")
+    if runaways and runaways["replies"] and (cap is None or cap > runaways["longer_than"]):
+        notes.append("%d repl%s longer than %s tokens: an output cap (max_new_tokens) at %s would have cut %s" % (
+            runaways["replies"], "y" if runaways["replies"] == 1 else "ies", "{:,}".format(runaways["longer_than"]),
+            "{:,}".format(runaways["longer_than"]), "it" if runaways["replies"] == 1 else "them"))
+    if cal["peak_kv_usage"] is not None and cal["peak_kv_usage"] < DEMAND_LOW_USE:
+        notes.append("its KV was never more than %.0f%% used" % (100 * cal["peak_kv_usage"]))
+    return notes
 
 
 def _bar(rows, top, height, segments, scale, x):

@@ -26,6 +26,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, check_reading, seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import Checker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    DEMAND_FACTOR,
     GPU_PROFILE,
     KV_FACTOR,
     KV_ROUND_TO,
@@ -37,10 +38,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._engines import eng
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import checked_running
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.demand import DemandSnapshotError, read_demand
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
     SeatSpecError, gpus_as_far_as_valid, normalize_host)
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import unknown_variables
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.card_profiles import profile_of_card
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_FACTOR_MAX
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import (
     DEFAULT_OVERHEAD_MIB,
     RAN_FIELDS,
@@ -58,6 +61,8 @@ HOST_OPTIONS = {
     "kv_factor": {"type": "float", "default": KV_FACTOR},
     "kv_round_to": {"type": "str", "default": KV_ROUND_TO},
     "gpu_profile": {"type": "str", "default": GPU_PROFILE},
+    "demand_snapshot": {"type": "path"},
+    "demand_factor": {"type": "float", "default": DEMAND_FACTOR},
 }
 # What the rendered files need of every seat, as the inventory declared it (an engine adds its
 # own LAUNCH_FIELDS).
@@ -115,16 +120,33 @@ def _size(spec, inventory_dir, options):
     return sized, problems
 
 
+def _demand_options(host, demand_snapshot, demand_factor, accept=None):
+    """The sizing options a demand snapshot gives (``demand``: seat -> figures, None without a
+    snapshot; ``demand_factor``), or PlanError naming the variable."""
+    check = Checker(host)
+    check.number("llmfleet_demand_factor", None, demand_factor, maximum=KV_FACTOR_MAX)
+    if check.errors:
+        raise PlanError(check.errors[0])
+    if not demand_snapshot:
+        return {"demand": None, "demand_factor": demand_factor}
+    try:
+        demand = read_demand(demand_snapshot, host, (accept or {}).get("snapshot_host"))
+    except DemandSnapshotError as exc:
+        raise PlanError("host %s: %s" % (host, exc)) from None
+    return {"demand": demand, "demand_factor": demand_factor}
+
+
 def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_factor=KV_FACTOR,
                kv_round_to=KV_ROUND_TO, gpu_profile=GPU_PROFILE,
-               default_overhead_mib=DEFAULT_OVERHEAD_MIB):
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB, demand_snapshot=None, demand_factor=DEMAND_FACTOR):
     """Every seat of a host sized by its engine as the plan sizes it, without placing it (what
     playbooks/kv_sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
     ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
     overhead, ``boot_ok`` and ``boot_error``."""
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
-    sized, problems = _size(spec, inventory_dir, {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to,
-                                                  "gpus": spec["gpus"]})
+    options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
+    options.update(_demand_options(host, demand_snapshot, demand_factor))
+    sized, problems = _size(spec, inventory_dir, options)
     out = []
     for seat in spec["seats"]:
         if seat["name"] not in sized:
@@ -260,7 +282,8 @@ def _profile_check(check, spec, cards, gpu_profile, accept):
 def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_factor=KV_FACTOR,
                        kv_round_to=KV_ROUND_TO, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
                        default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, plateau_kv=None,
-                       plateau_kv_planned=False, accept=None, variables=None, known_variables=()):
+                       plateau_kv_planned=False, accept=None, variables=None, known_variables=(),
+                       demand_factor=DEMAND_FACTOR):
     """Every problem of a host's inventory that needs neither the host nor its cards, as a list
     (empty when there is none): what the plan role refuses before it reads the host. Options
     are read as seat_plan's argument spec reads them (``-e`` gives strings). ``variables``: the
@@ -269,6 +292,7 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     check = Checker(host)
     unknown_variables(check, variables or (), known_variables)
     kv_factor = _as_number(kv_factor, check_type_float)
+    check.number("llmfleet_demand_factor", None, _as_number(demand_factor, check_type_float), maximum=KV_FACTOR_MAX)
     min_spare_mib, boot_margin_mib, default_overhead_mib = (
         _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
@@ -317,13 +341,16 @@ def _check_plan_inputs(check, spec, plateau, plateau_ran, plateau_kv, plateau_kv
 def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, plateau_kv=None,
                plateau_kv_planned=False, seat_defaults=None, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                gpu_profile=GPU_PROFILE, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
-               default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, accept=None, retire=None):
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, accept=None, retire=None,
+               demand_snapshot=None, demand_factor=DEMAND_FACTOR):
     """The plan of one host (see the module doc of llmfleet.seats.seat_plan for its keys).
 
     ``cards``: a gpu_info result read now; ``plateau``: one recorded at the plateau;
     ``plateau_ran``: seat -> what it ran when the plateau was recorded (for snapshots that do
     not record it); ``plateau_kv``: seat -> the KV bytes it ran with then; ``accept``: the
-    cross-checks passed on purpose (ACCEPT_KEYS); ``retire``: seats no longer listed.
+    cross-checks passed on purpose (ACCEPT_KEYS); ``retire``: seats no longer listed;
+    ``demand_snapshot``: what playbooks/calibrate.yml measured, for the seats sized by demand and
+    the budget demand needs beside every seat's.
     """
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults, retire)
     try:
@@ -339,6 +366,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
     _profile_check(check, spec, cards, gpu_profile, accept)
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
+    options.update(_demand_options(host, demand_snapshot, demand_factor, accept))
     # the seats that cannot be sized are named with the other problems, not after they are fixed
     sized, problems = _size(spec, inventory_dir, options)
     if check.errors or problems:

@@ -905,6 +905,30 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     return result
 
 
+def size_kv_for_demand(config, max_model_len, demand_tokens, kv_round_to=KV_ROUND_TO, seat=None, **options):
+    """Sizing from measured demand: the smallest budget whose KV holds ``demand_tokens`` at once
+    (the pool's tokens at ``max_model_len``, as vLLM counts them), and never less than one request
+    of ``max_model_len`` (what vLLM needs to boot), rounded up to a multiple of ``kv_round_to``.
+
+    It is the rule with the factor ``demand_tokens / max_model_len``: vLLM's token count is the
+    pool's concurrency at the context times the context. Returns size_kv_budget's dict plus
+    ``demand_tokens``."""
+    if isinstance(demand_tokens, bool) or not isinstance(demand_tokens, int) or demand_tokens < 0:
+        raise KVSizingError("%sdemand_tokens: expected a count of tokens >= 0, got %r" % (_prefix(seat), demand_tokens))
+    if max_model_len in ("auto", "published"):
+        # the length the rule resolves (and refuses) the same way
+        max_model_len = size_kv_budget(config, max_model_len, kv_round_to=kv_round_to, seat=seat,
+                                       **options)["max_model_len"]
+    factor = max(demand_tokens, max_model_len) / max_model_len
+    if factor > KV_FACTOR_MAX:
+        raise KVSizingError("%sthe measured demand (%d tokens in flight) is more than %d times its max_model_len "
+                            "(%d): size it by the rule or pin its budget" % (
+                                _prefix(seat), demand_tokens, KV_FACTOR_MAX, max_model_len))
+    result = size_kv_budget(config, max_model_len, kv_factor=factor, kv_round_to=kv_round_to, seat=seat, **options)
+    result["demand_tokens"] = demand_tokens
+    return result
+
+
 def kv_budget(config, max_model_len, kv_cache_memory_bytes=None, kv_factor=KV_FACTOR,
               kv_round_to=KV_ROUND_TO, seat=None, **options):
     """kv_budget's result for a config.json (a dict, or a path to it or to its model

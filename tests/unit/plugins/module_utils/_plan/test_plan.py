@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import size_kv_for_demand
 
 CONFIGS = Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "model_configs"
 GIB = 1024 ** 3
@@ -242,3 +245,63 @@ def test_a_container_started_with_docker_run_is_its_seats_by_container_name(inve
     asr = next(s for s in plan["seats"] if s["name"] == "asr")
     assert asr["now"]["gpus"] == ["GPU-a"] and asr["now"]["held_mib"] == 3840
     assert plan["gpus"][0]["background_mib"] == 0, "its memory is the seat's, not another tenant's"
+
+
+# --- measured demand beside the rule (a demand snapshot from playbooks/calibrate.yml) ----------
+
+def _demand_snapshot(tmp_path, host="twin1", **seats):
+    path = tmp_path / ("demand-%s.json" % host)
+    path.write_text(json.dumps({"format": "llmfleet.seats/demand/1", "host": host,
+                                "window": {"seconds": 604800, "end": 1.8e9},
+                                "seats": [dict({"seat": name}, **figures) for name, figures in seats.items()]}))
+    return str(path)
+
+
+def test_a_seat_sized_by_demand_gets_the_budget_its_peak_needs_and_the_plan_shows_both(inventory, tmp_path):
+    snapshot = _demand_snapshot(
+        tmp_path,
+        beta={"peak_kv_tokens": 90_000, "peak_kv_usage": 0.77, "requests": 48112,
+              "runaways": {"longer_than": 20000, "replies": 9}},
+        gamma={"peak_kv_tokens": 4_000, "peak_kv_usage": 0.06, "requests": 310, "runaways": None})
+    seats = [dict(SEATS[1], kv_sizing="demand"), SEATS[2]]
+    plan = build_plan("twin1", GPUS, seats, str(inventory), demand_snapshot=snapshot, demand_factor=1.25)
+    beta, gamma = ({s["name"]: s for s in plan["seats"]}[name] for name in ("beta", "gamma"))
+    config = json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text())
+    by_demand = size_kv_for_demand(config, 32768, 112_500, vllm_version=beta["vllm_release"]["version"])
+    assert beta["kv_cache_memory_bytes"] == by_demand["kv_cache_memory_bytes"] and beta["kv_cache_tokens"] >= 112_500
+    assert beta["kv_rule"] == "demand: peak 90,000 tokens x 1.25"
+    assert beta["calibration"]["by_demand_bytes"] == beta["kv_cache_memory_bytes"]
+    assert beta["calibration"]["by_rule_bytes"] < beta["kv_cache_memory_bytes"], "the rule's 1.25 x 32k is less"
+    # gamma stays on its own factor, with what its demand would need beside it
+    assert gamma["kv_rule"] == "exception 1.07x" and gamma["calibration"]["sized_by"] == "rule"
+    assert gamma["calibration"]["by_demand_bytes"] < gamma["kv_cache_memory_bytes"]
+    text = plan_markdown(plan)
+    assert "### Measured demand beside the plan" in text
+    row = next(line for line in text.splitlines() if line.startswith("| beta | 48,112 | 90,000 tokens (77% of its KV"))
+    assert "| **demand** |" in row and "9 replies longer than 20,000 tokens: an output cap (max_new_tokens) at 20,000" in row
+    assert "its KV was never more than 6% used" in next(line for line in text.splitlines() if line.startswith("| gamma | 310"))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"snapshot": None}, "seat beta: kv_sizing: demand, but no demand snapshot is given (llmfleet_demand_snapshot"),
+    ({"figures": {}}, "seat beta: kv_sizing: demand, but the demand snapshot has no figures for it"),
+    ({"figures": {"beta": {"peak_kv_tokens": None, "detail": "no traffic in the 7d before the window's end"}}},
+     "seat beta: kv_sizing: demand, but the demand snapshot has no peak KV tokens for it (no traffic in the 7d"),
+    ({"figures": {"beta": {"peak_kv_tokens": "lots"}}},
+     "llmfleet_demand_snapshot: seat beta: peak_kv_tokens: expected a count >= 0, got 'lots'"),
+    ({"host": "fv-ml1"}, "was measured for host 'fv-ml1', not twin1"),
+    ({"factor": float("inf")}, "llmfleet_demand_factor: expected a finite number > 0"),
+])
+def test_a_demand_the_plan_cannot_use_is_refused_naming_the_variable(inventory, tmp_path, change, message):
+    figures = change.get("figures", {"beta": {"peak_kv_tokens": 90_000}})
+    snapshot = _demand_snapshot(tmp_path, host=change.get("host", "twin1"), **figures)
+    with pytest.raises(PlanError, match=re.escape(message)):
+        build_plan("twin1", GPUS, [dict(SEATS[1], kv_sizing="demand")], str(inventory),
+                   demand_snapshot=change.get("snapshot", snapshot), demand_factor=change.get("factor", 1.25))
+
+
+def test_a_file_that_is_not_a_demand_snapshot_is_refused(inventory, tmp_path):
+    other = tmp_path / "plateau.json"
+    other.write_text(json.dumps({"gpus": []}))
+    with pytest.raises(PlanError, match=re.escape("llmfleet_demand_snapshot: %s is not a demand snapshot" % other)):
+        build_plan("twin1", GPUS, [SEATS[1]], str(inventory), demand_snapshot=str(other))

@@ -16,6 +16,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import (
     evaluate_kv_budget,
     format_gib,
     size_kv_budget,
+    size_kv_for_demand,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.model_config import (
     ModelConfigError,
@@ -291,6 +292,46 @@ def test_sizing_a_hybrid_covers_max_num_seqs():
     smaller = size_kv_budget(config("qwen3.5-9b"), 32768, kv_round_to=1, max_num_seqs=8)
     assert smaller["blocks_per_request"] == 57 + 3 * 3  # 57 attention blocks, 3 per GDN group
     assert smaller["num_blocks"] == -(-5 * 66 // 4)  # 1.25 x 66, rounded up
+
+
+# --- sizing from measured demand ----------------------------------------------------------
+
+@pytest.mark.parametrize("name, length", [("qwen3-8b", 32768), ("qwen3-8b", "published")])
+def test_demand_sizing_is_the_smallest_budget_whose_pool_holds_the_demand(name, length):
+    demand = 100_000
+    sized = size_kv_for_demand(config(name), length, demand, kv_round_to=1)
+    assert sized["boot_ok"] and sized["demand_tokens"] == demand
+    assert sized["kv_cache_tokens"] >= demand
+    # one block less, and the pool as vLLM counts it would not hold it
+    smaller = evaluate_kv_budget(config(name), sized["max_model_len"],
+                                 sized["kv_cache_memory_bytes"] - sized["bytes_per_block"])
+    assert smaller["kv_cache_tokens"] < demand
+
+
+def test_a_hybrids_demand_budget_still_covers_its_mamba_blocks():
+    # qwen3.5-9b's GDN layers need a block per sequence: that floor, not the demand, binds here
+    sized = size_kv_for_demand(config("qwen3.5-9b"), 32768, 100_000, kv_round_to=1)
+    assert sized["kv_cache_tokens"] >= 100_000 and sized["boot_ok"]
+    assert sized["num_blocks"] == size_kv_budget(config("qwen3.5-9b"), 32768, kv_round_to=1)["num_blocks"]
+
+
+def test_a_demand_below_one_request_is_sized_to_what_boots():
+    # 24,385 tokens at the peak x 1.25 is less than one 32,768-token request: vLLM needs that much to boot
+    sized = size_kv_for_demand(config("qwen3-8b"), 32768, int(24_385 * 1.25))
+    assert sized["kv_cache_memory_bytes"] == size_kv_budget(config("qwen3-8b"), 32768, kv_factor=1.0)[
+        "kv_cache_memory_bytes"]
+    assert sized["boot_ok"] and sized["kv_cache_tokens"] >= 32768
+
+
+@pytest.mark.parametrize("demand, message", [
+    (-1, "seat coder: demand_tokens: expected a count of tokens >= 0, got -1"),
+    (True, "seat coder: demand_tokens: expected a count of tokens >= 0, got True"),
+    (4096 * 1025, "seat coder: the measured demand (4198400 tokens in flight) is more than 1024 times its "
+                  "max_model_len (4096)"),
+])
+def test_a_demand_that_cannot_be_sized_is_refused_naming_the_seat(demand, message):
+    with pytest.raises(KVSizingError, match="^" + re.escape(message)):
+        size_kv_for_demand(config("qwen3-8b"), 4096, demand, seat="coder")
 
 
 @pytest.mark.parametrize("kwargs, message", [
