@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The inventory on the controller: its problems before anything reads a host, and the seats'
-secrets (the values for a seat's .env, and the seats without them for everything else). Thin
+"""The inventory on the controller: its problems before anything reads a host, the seats'
+secrets (the values for a seat's .env, and the seats without them for everything else), and a
+plan's seats as the gateway's route audit takes them. Thin
 wrappers over plugins/module_utils/_plan; each filter has its own YAML doc."""
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import functools
 from pathlib import Path
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import inventory_problems
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import seat_secrets, without_secrets
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
+    gateway_seats,
+    seat_secrets,
+    without_secrets,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.variables import VARIABLE_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.plugin_utils._filters import operator_errors
 
@@ -48,6 +53,7 @@ def host_inventory_problems(host, *args, **kwargs):
 class FilterModule:
     def filters(self):
         return {
+            "gateway_seats": operator_errors(gateway_seats),
             "inventory_problems": operator_errors(host_inventory_problems),
             "seat_secrets": operator_errors(seat_secrets),
             "without_secrets": operator_errors(without_secrets),

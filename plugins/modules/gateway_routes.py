@@ -28,8 +28,15 @@ description:
     without one it is V(no_key), with a key written in the file that is not the seat's it is
     V(wrong_key). An C(os.environ/) key is resolved by the gateway and not judged. No key (the
     seat's or the file's) is ever shown; the file's literal keys are kept out of the diff.
+  - A route to a seat is held to the seat's limits when O(seats[].max_model_len) is given - its
+    C(model_info.max_input_tokens) and C(model_info.max_tokens) at most the seat's
+    C(max_model_len), its C(model_info.max_output_tokens) at most the seat's output cap
+    (O(seats[].max_new_tokens), else the context) - and is V(over_limit) when it declares more, as
+    the gateway would let through requests the seat refuses. Each such target returns the
+    limits its seat has (RV(targets[].limits)), the C(model_info) to write where the config is
+    managed elsewhere.
   - Fails when, after any rewrite, a target is still V(moved), V(wrong_seat), V(unknown),
-    V(no_key) or V(wrong_key) (see O(strict)), naming the line, route and target of each (and the
+    V(no_key), V(wrong_key) or V(over_limit) (see O(strict)), naming the line, route and target of each (and the
     seat, for a key); it then writes nothing. Run it with C(check_mode) before a window to catch a
     route that would answer 401 only once the window's smoke gates ask it.
 author:
@@ -83,6 +90,12 @@ options:
       previous_host:
         description: The host the seat had before it moved; defaults to O(seats[].host).
         type: str
+      max_model_len:
+        description: The seat's context; the most a route's C(max_input_tokens) and C(max_tokens) may say.
+        type: int
+      max_new_tokens:
+        description: The seat's output cap; the most a route's C(max_output_tokens) may say (the context without one).
+        type: int
       previous_port:
         description: The port the seat had before it moved; defaults to O(seats[].port).
         type: int
@@ -91,6 +104,14 @@ options:
           - The seat's API key (the seat's own C(api_key), never printed). Its routes must carry
             it; a seat's inventory entry can be passed as it is.
         type: str
+  scope_hosts:
+    description:
+      - Judge only the targets on these hosts (as the gateway writes them; a seat that moved host
+        needs its previous one too) and leave the rest out of the result, for an audit of one
+        host's seats in a config that routes to many. Every target by default.
+    type: list
+    elements: str
+    default: []
   rewrite:
     description: Repoint V(moved) targets to where their seat is now.
     type: bool
@@ -178,9 +199,15 @@ targets:
       type: str
     status:
       description:
-        - V(ok), V(moved), V(wrong_seat), V(unknown), V(external), V(unresolved), V(no_key) or
-          V(wrong_key).
+        - V(ok), V(moved), V(wrong_seat), V(unknown), V(external), V(unresolved), V(no_key),
+          V(wrong_key) or V(over_limit).
       type: str
+    model_info:
+      description: The token limits the route declares in C(model_info) (C(max_input_tokens), C(max_tokens), C(max_output_tokens)), as written.
+      type: dict
+    limits:
+      description: For a target judged against its seat, the most each limit may say for that seat; V(null) otherwise.
+      type: dict
     route_key:
       description:
         - For an V(api_base), how the route sends its key. V(null) (none), V(environment) (an
@@ -206,6 +233,20 @@ targets:
       seat: scalar-judge
       new_target: null
       detail: seat scalar-judge
+      model_info: {}
+      limits: null
+    - kind: api_base
+      where: model_list[2]
+      route: char-rp
+      model: hosted_vllm/char-rp
+      line: 17
+      target: http://10.251.50.54:8016/v1
+      status: over_limit
+      seat: char-rp
+      new_target: null
+      detail: model_info.max_input_tokens 131072 is more than seat char-rp serves (max_model_len 32768)
+      model_info: {max_input_tokens: 131072}
+      limits: {max_input_tokens: 32768, max_tokens: 32768, max_output_tokens: 8192}
 rewrites:
   description: The targets repointed (or that would be, in check mode).
   returned: always
@@ -219,7 +260,7 @@ rewrites:
       old: http://10.250.50.54:8030/score
       new: http://10.251.50.54:8030/score
 problems:
-  description: How many targets are left V(moved), V(wrong_seat), V(unknown), V(no_key) or V(wrong_key).
+  description: How many targets are left V(moved), V(wrong_seat), V(unknown), V(no_key), V(wrong_key) or V(over_limit).
   returned: always
   type: int
   sample: 0
@@ -268,8 +309,11 @@ def main():
                     "previous_host": {"type": "str"},
                     "previous_port": {"type": "int"},
                     "api_key": {"type": "str", "no_log": True},
+                    "max_model_len": {"type": "int"},
+                    "max_new_tokens": {"type": "int", "no_log": False},
                 },
             },
+            "scope_hosts": {"type": "list", "elements": "str", "default": []},
             "rewrite": {"type": "bool", "default": False},
             "external_hosts": {"type": "list", "elements": "str", "default": []},
             "strict": {"type": "bool", "default": True},
@@ -287,7 +331,7 @@ def main():
         result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
                                        params["external_hosts"], params["strict"], params["backup_tag"],
                                        params["backup_date"] or time.strftime("%Y%m%d"),
-                                       module.check_mode, module.no_log_values.add)
+                                       module.check_mode, module.no_log_values.add, params["scope_hosts"])
     if failure:
         module.fail_json(msg=failure, **result)
     if not module._diff:

@@ -307,9 +307,11 @@ def failover_gateway(twin_inventory, tmp_path):
             {"model": "hosted_vllm/" + served, "api_base": "http://%s:%d/v1" % (address, port)}, **extra)}
 
     config = tmp_path / "litellm.yaml"
+    # alpha-solo admits prompts four times longer than its seat serves: the window's route audit says so
+    solo = dict(deployment("alpha-solo", "alpha", 8101), model_info={"max_input_tokens": 4 * 12288})
     config.write_text(yaml.safe_dump({
-        "model_list": [deployment("alpha", "alpha", 8101), deployment("alpha-fallback", "gamma", 8103),
-                       deployment("alpha-solo", "alpha", 8101), deployment("gamma", "gamma", 8103)],
+        "model_list": [dict(deployment("alpha", "alpha", 8101), model_info={"max_input_tokens": 12288}),
+                       deployment("alpha-fallback", "gamma", 8103), solo, deployment("gamma", "gamma", 8103)],
         "litellm_settings": {"num_retries": 0, "request_timeout": 30},
         "router_settings": {"fallbacks": [{"alpha": ["alpha-fallback"]}]},
         "general_settings": {"master_key": key}}))
@@ -331,7 +333,8 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
                               "seat_rebalance_gateway_api_key": failover_gateway.master_key,
                               "seat_rebalance_gateway_load": True,
                               "seat_rebalance_gateway_load_routes": ["alpha", "alpha-solo", "gamma"],
-                              "seat_rebalance_gateway_load_interval": 0.1})]
+                              "seat_rebalance_gateway_load_interval": 0.1,
+                              "seat_rebalance_gateway_config": str(tmp_path / "litellm.yaml")})]
     proc = rebalance(fleet_with(tmp_path, alpha={"max_model_len": 12288}), twin_inventory, tmp_path / "report", *load)
     assert failover_gateway.master_key not in proc.stdout + proc.stderr
     section = report_of(tmp_path / "report")["hosts"]["twin1"]
@@ -355,3 +358,13 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
     assert "### Through the gateway during the window" in markdown
     assert "| alpha-solo | %d | **%d** |" % (solo["sent"], solo["failed"]) in markdown
     assert failover_gateway.master_key not in markdown + json.dumps(section)
+    # the gateway's routes to twin1's seats, held to what each seat serves after the window
+    audited = {target["route"]: target for target in section["gateway_routes"]["targets"]}
+    assert sorted(audited) == ["alpha", "alpha-fallback", "alpha-solo", "gamma"]
+    assert audited["alpha"]["status"] == "ok" and audited["alpha"]["limits"]["max_input_tokens"] == 12288
+    assert audited["alpha-solo"]["status"] == "over_limit"
+    assert audited["alpha-solo"]["detail"] == \
+        "model_info.max_input_tokens 49152 is more than seat alpha serves (max_model_len 12288)"
+    assert "### The gateway's routes after the window" in markdown
+    assert "4 route(s) of %s to this host's seats: **1 not as they should be**." % (tmp_path / "litellm.yaml") in markdown
+    assert report_of(tmp_path / "settle-report")["hosts"]["twin1"]["gateway_routes"] == {}, "no config, no audit"

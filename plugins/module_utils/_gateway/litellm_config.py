@@ -7,6 +7,11 @@
 
 """Audit where a LiteLLM ``config.yaml`` sends traffic, and repoint what moved.
 
+A route's ``model_info`` limits are held to its seat: ``max_input_tokens`` and ``max_tokens``
+at most the seat's ``max_model_len``, ``max_output_tokens`` at most its output cap
+(``max_new_tokens``, else the context). A gateway that admits longer requests than the seat
+serves turns them into the seat's 400s; each api_base finding says the limits its seat has.
+
 Every ``model_list[].litellm_params.api_base`` and every
 ``general_settings.pass_through_endpoints[].target`` must name a seat's host and port. After a
 seat moves, an api_base-only substitution leaves pass-through targets dead, so both
@@ -46,7 +51,11 @@ EXTERNAL = "external"       # an allowed non-seat host (external_hosts)
 UNRESOLVED = "unresolved"   # os.environ/... or not a URL: cannot be checked from the file
 NO_KEY = "no_key"           # a keyed seat's address, and the route sends no api_key
 WRONG_KEY = "wrong_key"     # a keyed seat's address, and the route's literal api_key is another
-PROBLEMS = (MOVED, WRONG_SEAT, UNKNOWN, NO_KEY, WRONG_KEY)
+OVER_LIMIT = "over_limit"   # the route's model_info admits more tokens than its seat serves
+PROBLEMS = (MOVED, WRONG_SEAT, UNKNOWN, NO_KEY, WRONG_KEY, OVER_LIMIT)
+# model_info's token limits, each with the seat's limit it may not exceed
+LIMIT_KEYS = {"max_input_tokens": "max_model_len", "max_tokens": "max_model_len",
+              "max_output_tokens": "output_cap"}
 
 
 class RouteAuditError(ValueError):
@@ -83,8 +92,16 @@ def normalize_seats(seats):
         addresses[address] = name
         previous_host = seat.get("previous_host")
         previous_port = seat.get("previous_port")
+        limits = {}
+        for field in ("max_model_len", "max_new_tokens"):
+            value = seat.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise RouteAuditError("seat %s: %s: expected a positive count of tokens, got %r" % (name, field, value))
+            limits[field] = value
         normalized.append({
             "name": name, "host": host, "port": port, "served_model_names": list(served),
+            "max_model_len": limits["max_model_len"],
+            "output_cap": limits["max_new_tokens"] or limits["max_model_len"],
             "key_digest": _seat_key_digest(seat.get("api_key"), name),
             "previous_host": host if previous_host is None
             else _host(previous_host, "seat %s: previous_host" % name),
@@ -195,6 +212,7 @@ def find_targets(text, yaml_nodes, path="config.yaml"):
         target = _target(node, "api_base", "model_list[%d]" % index,
                          route=_scalar(_child(entry, "model_name")), model=_scalar(_child(params, "model")))
         target["route_key"], target["key_digest"] = _route_key(params)
+        target["model_info"] = _model_info(_child(entry, "model_info"))
         targets.append(target)
     general = _child(root, "general_settings")
     endpoints = _child(general, "pass_through_endpoints")
@@ -208,6 +226,17 @@ def find_targets(text, yaml_nodes, path="config.yaml"):
     return targets
 
 
+def _model_info(node):
+    """The token limits a route declares in its ``model_info``, as written (a limit that is not a
+    whole number is kept as text, and judged as over any seat's)."""
+    declared = {}
+    for key in LIMIT_KEYS:
+        value = _scalar(_child(node, key))
+        if value is not None:
+            declared[key] = int(value) if value.strip().isdigit() else value
+    return declared
+
+
 def _items(node, path, what):
     if node is None or (node.id == "scalar" and node.value in ("", "~", "null")):
         return []
@@ -218,7 +247,7 @@ def _items(node, path, what):
 
 def _target(node, kind, where, route, model):
     value = _scalar(node)
-    return {"kind": kind, "where": where, "route": route, "model": model, "target": value,
+    return {"kind": kind, "where": where, "route": route, "model": model, "target": value, "model_info": {},
             "line": node.start_mark.line + 1,
             "span": (node.start_mark.index, node.end_mark.index) if value is not None else None}
 
@@ -240,7 +269,7 @@ def served_name(model):
 
 def judge(target, seats, external_hosts=()):
     """Add ``status``, ``seat``, ``new_target`` and ``detail`` to one target from find_targets."""
-    finding = dict(target, status=None, seat=None, new_target=None, detail="")
+    finding = dict(target, status=None, seat=None, new_target=None, detail="", limits=None)
     finding.pop("span", None)
     finding.pop("key_digest", None)  # findings are returned and printed: no trace of a key
     value = target["target"]
@@ -276,14 +305,29 @@ def judge(target, seats, external_hosts=()):
 def _judge_key(finding, target, seat):
     """A route to a seat with an api_key must send it: the seat answers 401 to anything else,
     which only the smoke gates after the window would show. Neither key is ever shown."""
-    if seat["key_digest"] is None or target["kind"] != "api_base":
+    if target["kind"] != "api_base":
         return _found(finding, OK, seat, "seat %s" % seat["name"])
+    if seat["key_digest"] is None:
+        return _judge_limits(finding, target, seat)
     if target["route_key"] is None:
         return _found(finding, NO_KEY, seat, "seat %s has an api_key; route %s must carry the seat's key"
                       " (litellm_params.api_key, e.g. os.environ/NAME)" % (seat["name"], target["route"]))
     if target["route_key"] == "literal" and target["key_digest"] != seat["key_digest"]:
         return _found(finding, WRONG_KEY, seat, "route %s carries an api_key that is not seat %s's key;"
                       " it must carry the seat's key" % (target["route"], seat["name"]))
+    return _judge_limits(finding, target, seat)
+
+
+def _judge_limits(finding, target, seat):
+    """A route to a seat is held to the seat's limits: the most its model_info may declare."""
+    finding["limits"] = {key: seat[LIMIT_KEYS[key]] for key in LIMIT_KEYS if seat[LIMIT_KEYS[key]] is not None}
+    over = ["model_info.%s %s is more than seat %s serves (%s %d)" % (
+        key, value, seat["name"], "max_model_len" if LIMIT_KEYS[key] == "max_model_len" else "output cap",
+        finding["limits"][key])
+        for key, value in sorted(target.get("model_info", {}).items())
+        if key in finding["limits"] and not (isinstance(value, int) and value <= finding["limits"][key])]
+    if over:
+        return _found(finding, OVER_LIMIT, seat, "; ".join(over))
     return _found(finding, OK, seat, "seat %s" % seat["name"])
 
 
@@ -325,12 +369,16 @@ def repoint(url, host, port):
 # the audit and the rewrite
 # ---------------------------------------------------------------------------------------------
 
-def audit(text, seats, yaml_nodes, external_hosts=(), path="config.yaml"):
-    """Judge every target in ``text``; returns ``(findings, spans)``: spans[i] is the
-    character range of findings[i]'s scalar in ``text`` (None when not a plain string)."""
+def audit(text, seats, yaml_nodes, external_hosts=(), path="config.yaml", scope_hosts=()):
+    """Judge every target in ``text`` (with ``scope_hosts``, only those on these hosts);
+    returns ``(findings, spans)``: spans[i] is the character range of findings[i]'s scalar in
+    ``text`` (None when not a plain string)."""
     seats = normalize_seats(seats)
     external = {host.lower() for host in external_hosts or ()}
     targets = find_targets(text, yaml_nodes, path)
+    if scope_hosts:
+        scope = {_host(host, "scope_hosts") for host in scope_hosts}
+        targets = [target for target in targets if (split_url(target["target"]) or {}).get("host") in scope]
     return [judge(target, seats, external) for target in targets], \
         [target["span"] for target in targets]
 
@@ -394,7 +442,7 @@ def problems_message(findings, path="config.yaml"):
 
 def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), strict=True,
                  backup_tag="routes", backup_date=None, check_mode=False,
-                 hide=lambda secret: None):
+                 hide=lambda secret: None, scope_hosts=()):
     """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved
     (a dated backup first; the file keeps its owner and mode). ``(result,
     failure)``: the failure names every problem when ``strict`` and any target is wrong (all
@@ -411,14 +459,14 @@ def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), stri
         check_backup_name_parts(backup_date, backup_tag)
     except BackupError as exc:
         raise RouteAuditError(str(exc)) from None
-    findings, spans = audit(text, seats, yaml_nodes, external_hosts, path)
+    findings, spans = audit(text, seats, yaml_nodes, external_hosts, path, scope_hosts)
     for key in literal_keys(text, yaml_nodes):
         hide(key)
     new_text, rewrites = text, []
     if repoint:
         new_text, rewrites = rewrite(text, findings, spans, yaml_nodes, path)
         if rewrites:
-            findings, _spans = audit(new_text, seats, yaml_nodes, external_hosts, path)
+            findings, _spans = audit(new_text, seats, yaml_nodes, external_hosts, path, scope_hosts)
     problems = problems_message(findings, path)
     result = {"changed": False, "targets": findings, "rewrites": rewrites,
               "problems": sum(1 for finding in findings if finding["status"] in PROBLEMS),

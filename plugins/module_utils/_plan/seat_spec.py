@@ -375,6 +375,25 @@ def seat_secrets(seats, name=None, seat_defaults=None):
     return every if name is None else every.get(name, {})
 
 
+def gateway_seats(plan_seats, host, secrets=None):
+    """A plan's seats as llmfleet.seats.gateway_routes audits the gateway's routes to them: each
+    at ``host`` (the address the gateway writes) and its port, with its served names, its context
+    and output cap (the most a route's model_info may declare), and its own API key when its
+    engine reads one from ``secrets`` (the seat_secrets filter's result)."""
+    audited = []
+    for seat in plan_seats if isinstance(plan_seats, list) else []:
+        if not isinstance(seat, dict):
+            continue
+        launch = seat.get("launch") or {}
+        variable = getattr(ENGINES.get(seat.get("engine")), "API_KEY_VARIABLE", None)
+        own = ((secrets or {}).get(seat.get("name")) or {}).get(variable) if variable else None
+        audited.append({"name": seat.get("name"), "host": host, "port": seat.get("port"),
+                        "served_model_names": seat.get("served_model_names") or [],
+                        "max_model_len": seat.get("max_model_len"), "max_new_tokens": launch.get("max_new_tokens"),
+                        "api_key": own})
+    return audited
+
+
 def without_secrets(value):
     """Seats (a list) or seat defaults (engine -> fields) with every secret value replaced by
     ``<secret>``: what may be passed on to a module whose arguments -vvv shows."""

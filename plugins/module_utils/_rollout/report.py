@@ -132,6 +132,7 @@ def report_markdown(report):
         lines += ["- %s" % action for action in section.get("actions") or []] or ["nothing"]
         lines += _boots_markdown(section.get("boots") or {})
         lines += _load_markdown(section.get("gateway_load") or {})
+        lines += _routes_markdown(section.get("gateway_routes") or {})
         rollback = section.get("rollback") or {}
         if rollback:
             lines += ["", "### Rollback: %s" % ("complete, the host is as it was" if rollback.get("complete")
@@ -198,6 +199,30 @@ def _load_markdown(load):
         lines.append("| %s | %d | %s | %s | %s | %s |" % (
             route["route"], route["sent"], "**%d**" % route["failed"] if route["failed"] else "0",
             route["longest_gap_s"], _cell(route["longest_gap_ended_at_s"]), _cell("; ".join(route["failures"]))))
+    return lines
+
+
+def _routes_markdown(routes):
+    """The gateway config's routes to this host's seats as the window left them: where each
+    points, and the model_info limits each seat serves."""
+    if not routes:
+        return []
+    lines = ["", "### The gateway's routes after the window", ""]
+    if routes.get("error"):
+        return lines + ["The routes could not be audited: %s" % _cell(routes["error"])]
+    targets = routes.get("targets") or []
+    wrong = [target for target in targets if target["status"] not in ("ok", "external", "unresolved")]
+    lines.append("%d route(s) of %s to this host's seats: %s." % (
+        len(targets), _cell(routes.get("path")), "**%d not as they should be**" % len(wrong) if wrong else "all as they should be"))
+    if not targets:
+        return lines
+    lines += ["", "| route | target | status | model_info the seat serves | detail |", "|---|---|---|---|---|"]
+    for target in targets:
+        limits = target.get("limits") or {}
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            _cell(target["route"]), _cell(target["target"]),
+            "**%s**" % target["status"] if target in wrong else target["status"],
+            _cell(", ".join("%s: %d" % item for item in sorted(limits.items()))), _cell(target["detail"])))
     return lines
 
 

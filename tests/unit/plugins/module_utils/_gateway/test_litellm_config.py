@@ -256,3 +256,55 @@ def test_the_files_own_keys_are_handed_over_to_be_hidden(tmp_path):
     assert "wrong_key" in failure and "route guarded carries an api_key that is not seat guarded's key" in failure
     assert result["targets"][0]["route_key"] == "literal"
     assert "sk-someone-elses-key" not in repr(result) + failure
+
+
+LIMITED = """model_list:
+  - model_name: guarded
+    litellm_params:
+      model: hosted_vllm/guarded
+      api_base: http://10.251.50.54:8040/v1
+    model_info:
+%s
+"""
+SERVED = [{"name": "guarded", "host": "10.251.50.54", "port": 8040, "served_model_names": ["guarded"],
+           "max_model_len": 32768, "max_new_tokens": 8192}]
+
+
+@pytest.mark.parametrize("declared, status, detail", [
+    ("      max_input_tokens: 32768\n      max_output_tokens: 8192", "ok", "seat guarded"),
+    ("      max_input_tokens: 131072", "over_limit",
+     "model_info.max_input_tokens 131072 is more than seat guarded serves (max_model_len 32768)"),
+    ("      max_output_tokens: 32768\n      max_tokens: 40000", "over_limit",
+     "model_info.max_output_tokens 32768 is more than seat guarded serves (output cap 8192); "
+     "model_info.max_tokens 40000 is more than seat guarded serves (max_model_len 32768)"),
+    ("      max_input_tokens: lots", "over_limit",
+     "model_info.max_input_tokens lots is more than seat guarded serves (max_model_len 32768)"),
+    ("      mode: chat", "ok", "seat guarded"),
+])
+def test_a_routes_limits_are_held_to_what_its_seat_serves(declared, status, detail):
+    finding = audit(LIMITED % declared, SERVED)[0][0]
+    assert (finding["status"], finding["detail"]) == (status, detail)
+    # what to write where the config is managed elsewhere
+    assert finding["limits"] == {"max_input_tokens": 32768, "max_tokens": 32768, "max_output_tokens": 8192}
+    assert (lc.problems_message([finding]) != "") == (status != "ok")
+
+
+def test_without_a_cap_the_output_limit_is_the_context_and_without_a_context_nothing_is_held():
+    uncapped = [dict(SERVED[0], max_new_tokens=None)]
+    finding = audit(LIMITED % "      max_output_tokens: 32768", uncapped)[0][0]
+    assert finding["status"] == "ok" and finding["limits"]["max_output_tokens"] == 32768
+    unknown = [dict(SERVED[0], max_model_len=None, max_new_tokens=None)]
+    finding = audit(LIMITED % "      max_input_tokens: 999999", unknown)[0][0]
+    assert finding["status"] == "ok" and finding["limits"] == {}
+
+
+def test_a_scoped_audit_judges_only_the_targets_on_its_hosts():
+    findings = audit(external_hosts=["api.openai.com"], scope_hosts=[OLD])[0]
+    assert {finding["where"] for finding in findings} == {
+        "model_list[0]", "model_list[1]", "model_list[2]", "pass_through_endpoints[0]"}
+    assert audit(scope_hosts=["nowhere.example"])[0] == []
+
+
+def test_a_seats_limit_that_is_not_a_count_is_refused_naming_it():
+    with pytest.raises(lc.RouteAuditError, match="seat guarded: max_model_len: expected a positive count of tokens"):
+        audit(LIMITED % "", [dict(SERVED[0], max_model_len="32k")])

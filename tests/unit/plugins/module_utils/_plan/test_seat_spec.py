@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.seat_spec import (
     SeatSpecError,
+    gateway_seats,
     normalize_host,
     seat_secrets,
 )
@@ -160,3 +161,17 @@ def test_seats_on_one_port_clash_on_one_address_or_every_interface(first, second
         "1 problem(s) in the inventory:\n- host fv-ml1: llmfleet_seats: port 9100 is used by seat a "
         "(llmfleet_seats[0]) on %s; expected a different port or bind_address per seat (0.0.0.0 or :: holds "
         "the port on every address)" % shown)
+
+
+def test_a_plans_seats_as_the_route_audit_takes_them_with_each_seats_own_key_alone():
+    plan_seats = [
+        {"name": "coder", "engine": "vllm", "port": 8012, "served_model_names": ["coder"], "max_model_len": 65536,
+         "launch": {"max_new_tokens": 8192}},
+        {"name": "asr", "engine": "fixed", "port": 8190, "launch": {}},
+    ]
+    secrets = {"coder": {"VLLM_API_KEY": "sk-coder", "HF_TOKEN": "hf-not-a-route-key"}, "asr": {"API_KEY": "x"}}
+    assert gateway_seats(plan_seats, "10.251.50.54", secrets) == [
+        {"name": "coder", "host": "10.251.50.54", "port": 8012, "served_model_names": ["coder"],
+         "max_model_len": 65536, "max_new_tokens": 8192, "api_key": "sk-coder"},
+        {"name": "asr", "host": "10.251.50.54", "port": 8190, "served_model_names": [],
+         "max_model_len": None, "max_new_tokens": None, "api_key": None}]
