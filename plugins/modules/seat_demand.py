@@ -31,18 +31,8 @@ author:
 extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.info_module
-attributes:
-  check_mode:
-    details:
-      - The queries run in check mode too; they only read.
+  - llmfleet.seats._prometheus
 options:
-  prometheus_url:
-    description: The Prometheus server, for example V(http://fv-mon:9090).
-    type: str
-    required: true
-  bearer_token:
-    description: A token for a Prometheus behind authentication (never returned).
-    type: str
   seats:
     description:
       - The seats to ask about, each with its C(name) and either C(model_name) (the label vLLM puts
@@ -83,14 +73,6 @@ options:
         names that bound.
     type: int
     default: 32768
-  timeout:
-    description: Seconds each query may take on the server; the wire waits a few seconds longer, so a slow query says so in the server's words.
-    type: int
-    default: 60
-  validate_certs:
-    description: Verify the TLS certificate of an V(https) URL.
-    type: bool
-    default: true
 seealso:
   - module: llmfleet.seats.seat_plan
 """

@@ -26,8 +26,10 @@ import math
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
-    Prometheus,
+    PROMETHEUS_OPTIONS,
     PrometheusError,
+    aligned,
+    connect,
     duration_seconds,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, DEMAND_SNAPSHOT_FORMAT
@@ -35,8 +37,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 QUANTILES = (0.5, 0.99)
 
 SEAT_DEMAND_SPEC = {
-    "prometheus_url": {"type": "str", "required": True},
-    "bearer_token": {"type": "str", "no_log": True},
+    **PROMETHEUS_OPTIONS,
     "seats": {"type": "list", "elements": "dict", "required": True},
     "window": {"type": "str", "default": "7d"},
     "step": {"type": "str", "default": "1m"},
@@ -44,8 +45,6 @@ SEAT_DEMAND_SPEC = {
     "instance_host": {"type": "str"},
     "host": {"type": "str"},
     "runaway_tokens": {"type": "int", "default": 32768, "no_log": False},
-    "timeout": {"type": "int", "default": 60},
-    "validate_certs": {"type": "bool", "default": True},
 }
 
 
@@ -191,8 +190,7 @@ def demand_table(figures):
                      _cell(seat["peak_running"]), kv,
                      "%d over %d tokens" % (runaways["replies"], runaways["longer_than"]) if runaways else "-",
                      seat["detail"]))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return aligned(rows)
 
 
 def seat_demand(params, clock=time.time):
@@ -207,12 +205,10 @@ def seat_demand(params, clock=time.time):
     duration_seconds(params["step"], "step")
     if params["runaway_tokens"] < 1:
         raise PrometheusError("runaway_tokens: expected an integer >= 1, got %r" % params["runaway_tokens"])
-    if params["timeout"] < 1:
-        raise PrometheusError("timeout: expected whole seconds >= 1, got %r" % params["timeout"])
     at = params["at"] if params["at"] is not None else clock()
     if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at <= 0:
         raise PrometheusError("at: expected the window's end in Unix seconds (a finite number > 0), got %r" % (at,))
-    prom = Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
+    prom = connect(params)
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
                             params["runaway_tokens"], instance) for name, model_name, tokens, instance in seats]
     result = {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},

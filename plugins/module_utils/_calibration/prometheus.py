@@ -26,6 +26,15 @@ DURATION_RE = re.compile(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+# The options every module that asks Prometheus takes (their docs: plugins/doc_fragments/_prometheus.py).
+PROMETHEUS_OPTIONS = {
+    "prometheus_url": {"type": "str", "required": True},
+    "bearer_token": {"type": "str", "no_log": True},
+    "timeout": {"type": "int", "default": 60},
+    "validate_certs": {"type": "bool", "default": True},
+}
+
+
 class PrometheusError(ValueError):
     """A query the server refused or could not answer; the message says which and why."""
 
@@ -71,6 +80,19 @@ class Prometheus:
         if not found or found[0][1] != found[0][1]:
             return None
         return found[0][1]
+
+
+def connect(params):
+    """The Prometheus of a module's validated PROMETHEUS_OPTIONS."""
+    if params["timeout"] < 1:
+        raise PrometheusError("timeout: expected whole seconds >= 1, got %r" % params["timeout"])
+    return Prometheus(params["prometheus_url"], params.get("bearer_token"), params["timeout"], params["validate_certs"])
+
+
+def aligned(rows):
+    """Rows of cells as lines of the operator's log, each column as wide as its widest cell."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
 def _quoted(text):

@@ -1,0 +1,160 @@
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Each card's plateau after a window, from the monitoring operators already run: DCGM exporter's
+framebuffer gauges (``DCGM_FI_DEV_FB_USED`` / ``_FREE``, MiB, labelled with the card's ``UUID``)
+in Prometheus.
+
+A seat's memory creeps for a day or two after it boots and then settles. After the window's
+end (``since``) and its boot transient (``settle``), the card's plateau is the most it held
+and the least it left free; its creep is the slope of what it held over the last ``creep_over``
+(MiB per hour, Prometheus's ``deriv``). A card still creeping, left with less than the margin,
+or further below the plan's predicted spare than the tolerance, is flagged, each in words.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import time
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
+    PROMETHEUS_OPTIONS,
+    PrometheusError,
+    aligned,
+    connect,
+    duration_seconds,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import ReadCapError, load_json
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB, TOLERANCE_MIB
+
+GPU_PLATEAU_SPEC = {
+    **PROMETHEUS_OPTIONS,
+    "gpus": {"type": "list", "elements": "dict"},
+    "since": {"type": "float"},
+    "report": {"type": "path"},
+    "host": {"type": "str"},
+    "settle": {"type": "str", "default": "1h"},
+    "at": {"type": "float"},
+    "creep_over": {"type": "str", "default": "6h"},
+    "creep_mib_per_hour": {"type": "float", "default": 1.0},
+    "margin_mib": {"type": "int", "default": MARGIN_MIB},
+    "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
+}
+
+
+def _time(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PrometheusError("%s: expected a time in Unix seconds (a finite number > 0), got %r" % (what, value))
+    return float(value)
+
+
+def _gpus(gpus):
+    """``[(index, uuid, predicted spare MiB or None)]``: a plan's ``gpus`` (or the inventory's)."""
+    checked = []
+    for position, gpu in enumerate(gpus):
+        uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
+        if not isinstance(uuid, str) or not uuid.startswith("GPU-"):
+            raise PrometheusError("gpus[%d].uuid: expected the card's UUID (GPU-...), got %r" % (position, uuid))
+        index = gpu.get("index", position)
+        spare = gpu.get("spare_mib")
+        if spare is not None and (isinstance(spare, bool) or not isinstance(spare, int)):
+            raise PrometheusError("gpus[%d].spare_mib: expected the plan's spare at plateau in MiB, got %r"
+                                  % (position, spare))
+        checked.append((index, uuid, spare))
+    return checked
+
+
+def card_plateau(prom, index, uuid, predicted_spare, since, settle_s, at, creep_over, params):
+    """One card's plateau between ``since + settle_s`` and ``at``, its creep, and its flags."""
+    sel = "{UUID=%s}" % json.dumps(uuid)
+    settled_s = int(at - since - settle_s)
+    result = {"index": index, "uuid": uuid, "metrics": False, "boot_peak_used_mib": None, "plateau_used_mib": None,
+              "least_free_mib": None, "creep_mib_per_hour": None, "predicted_spare_mib": predicted_spare,
+              "settled": None, "flags": [], "detail": ""}
+    if prom.value("count_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at) is None:
+        result["detail"] = "no DCGM_FI_DEV_FB_USED series with UUID %s after the boot transient" % uuid
+        return result
+    result["metrics"] = True
+    transient = prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, max(int(settle_s), 1)), since + settle_s)
+    result["boot_peak_used_mib"] = None if transient is None else int(transient)
+    result["plateau_used_mib"] = int(prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at))
+    least_free = prom.value("min_over_time(DCGM_FI_DEV_FB_FREE%s[%ds])" % (sel, settled_s), at)
+    slope = prom.value("deriv(DCGM_FI_DEV_FB_USED%s[%s])" % (sel, creep_over), at)
+    flags = result["flags"]
+    if slope is not None:
+        creep = round(slope * 3600, 1)
+        result.update(creep_mib_per_hour=creep, settled=creep <= params["creep_mib_per_hour"])
+        if creep > params["creep_mib_per_hour"]:
+            flags.append("still creeping: %+.1f MiB/h over the last %s" % (creep, creep_over))
+    if least_free is not None:
+        free = result["least_free_mib"] = int(least_free)
+        if free < params["margin_mib"]:
+            flags.append("%d MiB free at the plateau, below the margin of %d MiB" % (free, params["margin_mib"]))
+        if predicted_spare is not None and free < predicted_spare - params["tolerance_mib"]:
+            flags.append("%d MiB free at the plateau, %d MiB below the plan's predicted spare of %d MiB (tolerance "
+                         "%d MiB)" % (free, predicted_spare - free, predicted_spare, params["tolerance_mib"]))
+    return result
+
+
+def plateau_table(cards):
+    """One line per card for the operator's log."""
+    rows = [("GPU", "boot peak MiB", "plateau MiB", "least free MiB", "plan's spare MiB", "creep MiB/h", "verdict")]
+    for card in cards:
+        verdict = "; ".join(card["flags"]) or card["detail"] or "settled as planned"
+        rows.append(("%s %s" % (card["index"], card["uuid"][:12]), *(
+            "-" if card[key] is None else "{:,}".format(card[key]) if isinstance(card[key], int) else str(card[key])
+            for key in ("boot_peak_used_mib", "plateau_used_mib", "least_free_mib", "predicted_spare_mib",
+                        "creep_mib_per_hour")), verdict))
+    return aligned(rows)
+
+
+def _from_report(path, host):
+    """``(since, plan gpus)`` of ``host`` in a window's report.json: when it finished, and the
+    plan's GPUs with their predicted spare."""
+    try:
+        report = load_json(path)
+        section = report["hosts"][host]
+        finished = datetime.datetime.strptime(section["finished"], "%Y-%m-%dT%H:%M:%SZ")
+        gpus = section["plan"]["gpus"]
+    except (OSError, ReadCapError, ValueError) as exc:
+        raise PrometheusError("report: cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+    except (KeyError, TypeError):
+        raise PrometheusError("report: %s has no finished window with a plan for host %s" % (path, host)) from None
+    return finished.replace(tzinfo=datetime.timezone.utc).timestamp(), gpus
+
+
+def gpu_plateau(params, clock=time.time):
+    """The gpu_plateau module's result for its validated ``params``."""
+    if params.get("report"):
+        if not params.get("host"):
+            raise PrometheusError("host: expected the inventory host whose window the report holds, with report")
+        since, plan_gpus = _from_report(params["report"], params["host"])
+        params = dict(params, since=params["since"] if params.get("since") is not None else since,
+                      gpus=params["gpus"] or plan_gpus)
+    if not params.get("gpus") or params.get("since") is None:
+        raise PrometheusError("gpus and since: expected the host's cards and when the window ended, or report "
+                              "(a window's report.json) and host")
+    gpus = _gpus(params["gpus"])
+    settle_s = duration_seconds(params["settle"], "settle")
+    duration_seconds(params["creep_over"], "creep_over")
+    since = _time(params["since"], "since")
+    at = _time(params["at"] if params["at"] is not None else clock(), "at")
+    if at - since - settle_s < 1:
+        raise PrometheusError("at: the plateau is read after since + settle (%s after %.0f); at %.0f is before that"
+                              % (params["settle"], since, at))
+    if not math.isfinite(params["creep_mib_per_hour"]) or params["creep_mib_per_hour"] < 0:
+        raise PrometheusError("creep_mib_per_hour: expected a finite number >= 0, got %r" % params["creep_mib_per_hour"])
+    for name in ("margin_mib", "tolerance_mib"):
+        if params[name] < 0:
+            raise PrometheusError("%s: expected MiB >= 0, got %r" % (name, params[name]))
+    prom = connect(params)
+    cards = [card_plateau(prom, index, uuid, spare, since, settle_s, at, params["creep_over"], params)
+             for index, uuid, spare in gpus]
+    return {"changed": False, "gpus": cards, "flagged": [card["index"] for card in cards if card["flags"]],
+            "window": {"since": since, "settle_s": settle_s, "at": at}, "table": plateau_table(cards)}

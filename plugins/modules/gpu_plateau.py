@@ -1,0 +1,175 @@
+#!/usr/bin/python
+# Copyright (c) 2026, llmfleet.seats contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_plateau
+short_description: Each card's plateau after a window, and whether it still creeps, from DCGM metrics in Prometheus
+version_added: 0.2.0
+description:
+  - Asks a Prometheus server that scrapes the host's DCGM exporter how each card in O(gpus) settled
+    after a window - C(DCGM_FI_DEV_FB_USED) and C(DCGM_FI_DEV_FB_FREE) (MiB), by the card's
+    C(UUID) label.
+  - The boot transient, the O(settle) after O(since) (the window's end), is left out; from
+    there to O(at) the plateau is the most the card held and the least it left free. The creep is
+    the slope of what it held over the last O(creep_over), in MiB per hour.
+  - A card still creeping faster than O(creep_mib_per_hour), left with less than O(margin_mib)
+    free, or left more than O(tolerance_mib) below the plan's predicted spare
+    (each card's C(spare_mib), a M(llmfleet.seats.seat_plan) plan's C(gpus) as they are), is flagged
+    in words in RV(gpus[].flags).
+  - Every figure is one instant query, bounded by O(timeout) on the server.
+author:
+  - llmfleet.seats contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - llmfleet.seats._attributes
+  - llmfleet.seats._attributes.info_module
+  - llmfleet.seats._prometheus
+options:
+  gpus:
+    description:
+      - The host's cards, each with its C(uuid) and C(index); a plan's C(gpus) carry C(spare_mib),
+        the spare at plateau the plan predicted, which each card is held to.
+      - The plan's in O(report) by default.
+    type: list
+    elements: dict
+  since:
+    description: When the window ended (the last seat booted), in Unix seconds; when O(host)'s window in O(report) finished by default.
+    type: float
+  report:
+    description:
+      - A window's C(report.json) (M(llmfleet.seats.rebalance_report)'s) on the host the task runs
+        on. O(host)'s section gives O(since) (when it finished) and O(gpus) (its plan's, with the
+        predicted spare), so a scheduled run needs only the report and the host.
+    type: path
+  host:
+    description: The inventory host whose window O(report) holds.
+    type: str
+  settle:
+    description: The boot transient after O(since) that the plateau leaves out, as a Prometheus duration.
+    type: str
+    default: 1h
+  at:
+    description: When to read, in Unix seconds; now by default.
+    type: float
+  creep_over:
+    description: How far back from O(at) the creep is measured, as a Prometheus duration.
+    type: str
+    default: 6h
+  creep_mib_per_hour:
+    description: A card whose memory grows faster than this is still creeping.
+    type: float
+    default: 1.0
+  margin_mib:
+    description: The least a card should keep free at its plateau.
+    type: int
+    default: 512
+  tolerance_mib:
+    description: How far below the plan's predicted spare a card may settle.
+    type: int
+    default: 512
+notes:
+  - DCGM exporter reports whole cards; what each seat holds on them is M(llmfleet.seats.gpu_info)'s
+    to read on the host.
+seealso:
+  - module: llmfleet.seats.seat_demand
+  - module: llmfleet.seats.gpu_info
+"""
+
+EXAMPLES = r"""
+- name: How fv-ml1's cards settled since Tuesday's window
+  llmfleet.seats.gpu_plateau:
+    prometheus_url: http://fv-mon:9090
+    gpus: "{{ seat_plan_result.gpus }}"
+    since: 1796342400
+    settle: 2h
+    creep_over: 12h
+  delegate_to: localhost
+  register: plateau
+
+- name: Two days after the window, against the plan it ran
+  llmfleet.seats.gpu_plateau:
+    prometheus_url: http://fv-mon:9090
+    report: reports/2026-10-06/report.json
+    host: fv-ml1
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+gpus:
+  description: One entry per card, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: The card's index.
+      type: int
+    uuid:
+      description: The card's UUID.
+      type: str
+    metrics:
+      description: Whether Prometheus had the card's DCGM series after the boot transient.
+      type: bool
+    boot_peak_used_mib:
+      description: The most the card held during the boot transient.
+      type: int
+    plateau_used_mib:
+      description: The most the card held after it.
+      type: int
+    least_free_mib:
+      description: The least it left free after it.
+      type: int
+    creep_mib_per_hour:
+      description: The slope of what it held over O(creep_over).
+      type: float
+    predicted_spare_mib:
+      description: The plan's predicted spare at plateau, when given.
+      type: int
+    settled:
+      description: Whether it creeps no faster than O(creep_mib_per_hour); null without a slope.
+      type: bool
+    flags:
+      description: What is wrong with it, in words; empty when it settled as planned.
+      type: list
+      elements: str
+    detail:
+      description: Why figures are missing; empty otherwise.
+      type: str
+  sample:
+    - {"index": 0, "uuid": "GPU-5b0c6e8e-2f1d", "metrics": true, "boot_peak_used_mib": 91234, "plateau_used_mib": 97827,
+       "least_free_mib": 60, "creep_mib_per_hour": 0.0, "predicted_spare_mib": 512, "settled": true,
+       "flags": ["60 MiB free at the plateau, below the margin of 512 MiB"], "detail": ""}
+flagged:
+  description: The indices of the cards with a flag.
+  returned: always
+  type: list
+  elements: int
+table:
+  description: One line per card for the operator's log.
+  returned: always
+  type: list
+  elements: str
+window:
+  description: O(since), the transient in seconds, and O(at).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plateau import GPU_PLATEAU_SPEC, gpu_plateau
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+
+
+def main():
+    module = AnsibleModule(argument_spec=GPU_PLATEAU_SPEC, supports_check_mode=True)
+    with operator_errors(module):
+        result = gpu_plateau(module.params)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

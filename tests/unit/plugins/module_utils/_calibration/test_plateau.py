@@ -1,0 +1,54 @@
+"""gpu_plateau's edges, against a local HTTP server standing where Prometheus would: what it
+refuses before it asks anything, a window's report as its input, and a card without series. The
+figures themselves are held to a real Prometheus in tests/integration/test_gpu_plateau_prometheus.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plateau import GPU_PLATEAU_SPEC, gpu_plateau
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import PrometheusError
+from test_demand import serving
+
+GPU0 = "GPU-5b0c6e8e-0000-4000-8000-000000000000"
+
+
+def params(url, **change):
+    defaults = {key: spec.get("default") for key, spec in GPU_PLATEAU_SPEC.items()}
+    defaults.update(prometheus_url=url, gpus=[{"index": 0, "uuid": GPU0, "spare_mib": 512}], since=1.8e9, at=1.8e9 + 7200)
+    return dict(defaults, **change)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"gpus": [{"uuid": "0"}]}, "gpus[0].uuid: expected the card's UUID (GPU-...), got '0'"),
+    ({"gpus": [{"uuid": GPU0, "spare_mib": "lots"}]}, "gpus[0].spare_mib: expected the plan's spare at plateau"),
+    ({"at": 1.8e9 + 60}, "at: the plateau is read after since + settle (1h after 1800000000); at 1800000060 is before that"),
+    ({"since": float("nan")}, "since: expected a time in Unix seconds (a finite number > 0), got nan"),
+    ({"settle": "an hour"}, "settle: expected a duration such as 90s"),
+    ({"creep_mib_per_hour": float("inf")}, "creep_mib_per_hour: expected a finite number >= 0, got inf"),
+    ({"margin_mib": -1}, "margin_mib: expected MiB >= 0, got -1"),
+    ({"gpus": None, "since": None}, "gpus and since: expected the host's cards and when the window ended, or report"),
+])
+def test_what_cannot_be_asked_is_refused_in_one_line_before_any_query(change, message):
+    with serving() as server:
+        with pytest.raises(PrometheusError, match="^" + re.escape(message)):
+            gpu_plateau(params(server.url, **change))
+        assert server.asked == []
+
+
+def test_a_windows_report_gives_when_it_ended_and_the_plans_cards(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"hosts": {"fv-ml1": {"finished": "2027-01-15T08:00:00Z",
+                                                       "plan": {"gpus": [{"index": 0, "uuid": GPU0, "spare_mib": 60}]}}}}))
+    with serving() as server:
+        result = gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml1"))
+        with pytest.raises(PrometheusError, match="report: .* has no finished window with a plan for host fv-ml2"):
+            gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml2"))
+    assert result["window"]["since"] == 1800000000.0  # 2027-01-15T08:00:00Z
+    card = result["gpus"][0]
+    assert (card["predicted_spare_mib"], card["metrics"]) == (60, False)
+    assert card["detail"] == "no DCGM_FI_DEV_FB_USED series with UUID %s after the boot transient" % GPU0
+    assert 'UUID="%s"' % GPU0 in server.asked[0]["query"], "the UUID went in as a quoted PromQL string"
