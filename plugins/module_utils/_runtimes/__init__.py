@@ -14,6 +14,8 @@ May import: _common, _engines (a seat's launch arguments).
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RUNTIME, RenderError
 
@@ -29,6 +31,19 @@ def runtime_of(seat):
         raise RenderError("seat %s: runtime: expected one of %s, got %r"
                           % (seat.get("name"), ", ".join(sorted(RUNTIMES)), name))
     return RUNTIMES[name]
+
+
+def seat_file_texts(seat, project_dir, host=None, secrets=None):
+    """A plan seat's files as its runtime renders them for ``project_dir`` (what seat_files
+    writes there), each ``{"name", "path", "content", "mode"}`` with the mode a new file gets, so
+    an operator's own playbook can write them with ansible.builtin.copy. ``secrets``: the values
+    of its launch.secret_environment (the seat_secrets filter's, for this seat)."""
+    if not isinstance(project_dir, str) or not os.path.isabs(project_dir):
+        raise RenderError("project_dir: expected the seat's directory as an absolute path, got %r" % (project_dir,))
+    runtime = runtime_of(seat)
+    modes = runtime.files(seat.get("name"))
+    return [{"name": name, "path": os.path.join(project_dir, name), "content": text, "mode": "%04o" % modes[name]}
+            for name, text in sorted(runtime.render(seat, host, secrets, project_dir).items())]
 
 
 def run_seat(runtime, state, project_dir, docker, wait_timeout=0, check_mode=False):
