@@ -58,7 +58,14 @@ options:
         own in its C(calibration).
     type: path
   demand_factor:
-    description: C(llmfleet_demand_factor), the headroom over the measured peak a seat sized by demand gets.
+    description: C(llmfleet_demand_factor), the headroom over the measured peak a seat sized by demand gets (at least 1).
     type: float
     default: 1.25
+  demand_required:
+    description:
+      - Refuse a seat with C(kv_sizing=demand) that O(demand_snapshot) measured nothing for (no
+        figures, no peak, no request), or whose snapshot file does not exist yet. V(false) sizes
+        it by the rule and says so in its C(kv_rule), as a calibration that is yet to measure it needs.
+    type: bool
+    default: true
 """

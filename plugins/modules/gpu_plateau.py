@@ -36,7 +36,9 @@ options:
     type: list
     elements: dict
   since:
-    description: When the window ended (the last seat booted), in Unix seconds; when O(host)'s window in O(report) finished by default.
+    description:
+      - When the window ended, in Unix seconds; when O(host)'s window in O(report) finished by default
+        (after its boots, gates and report, so the boots themselves are before it).
     type: float
   report:
     description:
@@ -113,8 +115,8 @@ gpus:
     metrics:
       description: Whether Prometheus had the card's DCGM series after the boot transient.
       type: bool
-    boot_peak_used_mib:
-      description: The most the card held during the boot transient.
+    transient_peak_used_mib:
+      description: The most the card held in the O(settle) after O(since) (the boots' tail and the first traffic), left out of the plateau.
       type: int
     plateau_used_mib:
       description: The most the card held after it.
@@ -139,7 +141,7 @@ gpus:
       description: Why figures are missing; empty otherwise.
       type: str
   sample:
-    - {"index": 0, "uuid": "GPU-5b0c6e8e-2f1d", "metrics": true, "boot_peak_used_mib": 91234, "plateau_used_mib": 97827,
+    - {"index": 0, "uuid": "GPU-5b0c6e8e-2f1d", "metrics": true, "transient_peak_used_mib": 91234, "plateau_used_mib": 97827,
        "least_free_mib": 60, "creep_mib_per_hour": 0.0, "predicted_spare_mib": 512, "settled": true,
        "flags": ["60 MiB free at the plateau, below the margin of 512 MiB"], "detail": ""}
 flagged:

@@ -73,7 +73,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 drains:
-  description: One entry per seat, in the order given (empty in check mode).
+  description:
+    - One entry per seat, in the order given, then one per seat of O(leaving) that runs on the host
+      (one that does not has nothing to wait for); empty in check mode.
   returned: always
   type: list
   elements: dict

@@ -84,8 +84,9 @@ def test_a_cards_plateau_and_creep_are_what_its_seats_did(gpus, models, seats, d
         # the scheduled watch, from a window's report on the fv-ml1 inventory: nothing reaches the host
         reports = tmp_path / "reports"
         reports.mkdir()
-        (reports / "report.json").write_text(json.dumps({"hosts": {"fv-ml1": {
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)), "plan": {"gpus": plan_gpus}}}}))
+        (reports / "report.json").write_text(json.dumps({"run_id": "r1", "check_mode": False, "hosts": {"fv-ml1": {
+            "status": "applied", "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)),
+            "plan": {"gpus": plan_gpus}}}}))
         watch = run_ansible([
             "ansible-playbook", "-i", str(REPO_ROOT / "inventories" / "fv-ml1" / "hosts.yml"),
             "playbooks/watch_plateau.yml", "-e", "ansible_connection=local", "-e", "ansible_host=127.0.0.1",
@@ -98,16 +99,17 @@ def test_a_cards_plateau_and_creep_are_what_its_seats_did(gpus, models, seats, d
     # the driver's own figures: what the engine holds once its four steps are in
     assert settled["plateau_used_mib"] == settled_used and settled["least_free_mib"] == TOTAL_MIB - settled_used
     assert settled["creep_mib_per_hour"] == 0.0 and settled["settled"] is True
-    assert settled["boot_peak_used_mib"] <= settled["plateau_used_mib"]
+    assert settled["transient_peak_used_mib"] <= settled["plateau_used_mib"]
     assert settled["flags"] == ["%d MiB free at the plateau, 1000 MiB below the plan's predicted spare of %d MiB "
                                 "(tolerance 512 MiB)" % (TOTAL_MIB - settled_used, TOTAL_MIB - settled_used + 1000)]
     # 50 MiB a second is 180,000 MiB an hour; a 5 s slope over 1 s scrapes of 1 s steps is close to it
     assert creeping["settled"] is False and 100_000 < creeping["creep_mib_per_hour"] < 300_000, creeping
     assert creeping["flags"][0].startswith("still creeping: +") and creeping["predicted_spare_mib"] is None
     assert result["flagged"] == [0, 1]
-    assert result["table"][0].split()[:3] == ["GPU", "boot", "peak"]
+    assert result["table"][0].split()[:3] == ["GPU", "transient", "peak"]
     assert rc_early != 0 and early["msg"].startswith("at: the plateau is read after since + settle (1h after ")
     assert watch.returncode != 0, "flagged cards fail the scheduled run"
+    assert "holds no window of it" not in watch.stdout
     said = " ".join(watch.stdout.split())
     assert "host fv-ml1: GPU 0: %s; GPU 1: still creeping: +" % settled["flags"][0] in said, watch.stdout[-3000:]
     kept = json.loads((reports / "plateau-fv-ml1.json").read_text())

@@ -258,8 +258,8 @@ CASES = [
     ("kv_sizing demand beside a factor", seat(0, kv_sizing="demand", kv_factor=2),
      "llmfleet_seats[0].kv_sizing: expected rule with a pinned budget or a kv_factor of its own"),
     *[("llmfleet_demand_factor %r" % value, host(llmfleet_demand_factor=value),
-       "llmfleet_demand_factor: expected a finite number > 0 and <= 1024")
-      for value in (0, float("inf"), "lots")],
+       "llmfleet_demand_factor: expected a finite number >= 1 and <= 1024")
+      for value in (0.8, float("inf"), "lots")],
     *[("kv_cache_dtype %r" % value, seat(0, kv_cache_dtype=value), "llmfleet_seats[0].kv_cache_dtype: expected one of")
       for value in ("fp7", 8, "")],
     ("weights_bytes bare 16", seat(0, weights_bytes=16), "llmfleet_seats[0].weights_bytes: expected at least 1 MiB"),
@@ -721,7 +721,7 @@ MODULE_CASES = [
      "max_seconds: expected a finite number of seconds > 0, got inf"),
     ("seat_demand a window ending at nan", "seat_demand",
      {"prometheus_url": "http://127.0.0.1:9", "seats": [{"name": "s"}], "at": "nan"},
-     "at: expected the window's end in Unix seconds (a finite number > 0), got nan"),
+     "at: expected a time in Unix seconds (a finite number > 0), got nan"),
     ("seat_drain a seat without a port", "seat_drain", {"seats": [{"name": "s", "engine": "vllm"}]},
      "seat s: port: expected a TCP port (1-65535), got None"),
     ("seat_drain an endless wait", "seat_drain", {"seats": [{"name": "s", "engine": "vllm", "port": 9}],

@@ -22,7 +22,6 @@ the window's end.
 from __future__ import annotations
 
 import json
-import math
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
@@ -31,6 +30,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     aligned,
     connect,
     duration_seconds,
+    unix_time,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, DEMAND_SNAPSHOT_FORMAT
 
@@ -205,9 +205,7 @@ def seat_demand(params, clock=time.time):
     duration_seconds(params["step"], "step")
     if params["runaway_tokens"] < 1:
         raise PrometheusError("runaway_tokens: expected an integer >= 1, got %r" % params["runaway_tokens"])
-    at = params["at"] if params["at"] is not None else clock()
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at <= 0:
-        raise PrometheusError("at: expected the window's end in Unix seconds (a finite number > 0), got %r" % (at,))
+    at = unix_time(params["at"] if params["at"] is not None else clock(), "at")
     prom = connect(params)
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
                             params["runaway_tokens"], instance) for name, model_name, tokens, instance in seats]

@@ -29,6 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     aligned,
     connect,
     duration_seconds,
+    unix_time,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import ReadCapError, load_json
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB, TOLERANCE_MIB
@@ -48,14 +49,9 @@ GPU_PLATEAU_SPEC = {
 }
 
 
-def _time(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PrometheusError("%s: expected a time in Unix seconds (a finite number > 0), got %r" % (what, value))
-    return float(value)
-
-
 def _gpus(gpus):
-    """``[(index, uuid, predicted spare MiB or None)]``: a plan's ``gpus`` (or the inventory's)."""
+    """``[(index, uuid, predicted spare MiB or None, whether a seat claims it whole)]``: a plan's
+    ``gpus`` (or the inventory's)."""
     checked = []
     for position, gpu in enumerate(gpus):
         uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
@@ -66,15 +62,18 @@ def _gpus(gpus):
         if spare is not None and (isinstance(spare, bool) or not isinstance(spare, int)):
             raise PrometheusError("gpus[%d].spare_mib: expected the plan's spare at plateau in MiB, got %r"
                                   % (position, spare))
-        checked.append((index, uuid, spare))
+        # a card a seat claims whole keeps its own headroom: the plan asks no margin of it
+        checked.append((index, uuid, spare, bool(gpu.get("own_headroom_seat"))))
     return checked
 
 
-def card_plateau(prom, index, uuid, predicted_spare, since, settle_s, at, creep_over, params):
-    """One card's plateau between ``since + settle_s`` and ``at``, its creep, and its flags."""
+def card_plateau(prom, card, since, settle_s, at, creep_over, params):
+    """One card's plateau between ``since + settle_s`` and ``at``, its creep, and its flags;
+    ``card`` is one of _gpus'."""
+    index, uuid, predicted_spare, own_headroom = card
     sel = "{UUID=%s}" % json.dumps(uuid)
     settled_s = int(at - since - settle_s)
-    result = {"index": index, "uuid": uuid, "metrics": False, "boot_peak_used_mib": None, "plateau_used_mib": None,
+    result = {"index": index, "uuid": uuid, "metrics": False, "transient_peak_used_mib": None, "plateau_used_mib": None,
               "least_free_mib": None, "creep_mib_per_hour": None, "predicted_spare_mib": predicted_spare,
               "settled": None, "flags": [], "detail": ""}
     if prom.value("count_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at) is None:
@@ -82,7 +81,7 @@ def card_plateau(prom, index, uuid, predicted_spare, since, settle_s, at, creep_
         return result
     result["metrics"] = True
     transient = prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, max(int(settle_s), 1)), since + settle_s)
-    result["boot_peak_used_mib"] = None if transient is None else int(transient)
+    result["transient_peak_used_mib"] = None if transient is None else int(transient)
     result["plateau_used_mib"] = int(prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at))
     least_free = prom.value("min_over_time(DCGM_FI_DEV_FB_FREE%s[%ds])" % (sel, settled_s), at)
     slope = prom.value("deriv(DCGM_FI_DEV_FB_USED%s[%s])" % (sel, creep_over), at)
@@ -94,7 +93,7 @@ def card_plateau(prom, index, uuid, predicted_spare, since, settle_s, at, creep_
             flags.append("still creeping: %+.1f MiB/h over the last %s" % (creep, creep_over))
     if least_free is not None:
         free = result["least_free_mib"] = int(least_free)
-        if free < params["margin_mib"]:
+        if free < params["margin_mib"] and not own_headroom:
             flags.append("%d MiB free at the plateau, below the margin of %d MiB" % (free, params["margin_mib"]))
         if predicted_spare is not None and free < predicted_spare - params["tolerance_mib"]:
             flags.append("%d MiB free at the plateau, %d MiB below the plan's predicted spare of %d MiB (tolerance "
@@ -104,27 +103,41 @@ def card_plateau(prom, index, uuid, predicted_spare, since, settle_s, at, creep_
 
 def plateau_table(cards):
     """One line per card for the operator's log."""
-    rows = [("GPU", "boot peak MiB", "plateau MiB", "least free MiB", "plan's spare MiB", "creep MiB/h", "verdict")]
+    rows = [("GPU", "transient peak MiB", "plateau MiB", "least free MiB", "plan's spare MiB", "creep MiB/h", "verdict")]
     for card in cards:
         verdict = "; ".join(card["flags"]) or card["detail"] or "settled as planned"
         rows.append(("%s %s" % (card["index"], card["uuid"][:12]), *(
             "-" if card[key] is None else "{:,}".format(card[key]) if isinstance(card[key], int) else str(card[key])
-            for key in ("boot_peak_used_mib", "plateau_used_mib", "least_free_mib", "predicted_spare_mib",
+            for key in ("transient_peak_used_mib", "plateau_used_mib", "least_free_mib", "predicted_spare_mib",
                         "creep_mib_per_hour")), verdict))
     return aligned(rows)
 
 
+# A window whose plan the host runs now: what its plateau is held to.
+_PLAN_IN_PLACE = ("applied", "unchanged")
+
+
 def _from_report(path, host):
     """``(since, plan gpus)`` of ``host`` in a window's report.json: when it finished, and the
-    plan's GPUs with their predicted spare."""
+    plan's GPUs with their predicted spare. A dry run, a window rolled back or failed, or a
+    report without the host (each window run starts its own report) is refused: the host does
+    not run that plan."""
     try:
         report = load_json(path)
-        section = report["hosts"][host]
-        finished = datetime.datetime.strptime(section["finished"], "%Y-%m-%dT%H:%M:%SZ")
-        gpus = section["plan"]["gpus"]
     except (OSError, ReadCapError, ValueError) as exc:
         raise PrometheusError("report: cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
-    except (KeyError, TypeError):
+    section = (report.get("hosts") or {}).get(host) if isinstance(report, dict) else None
+    if not isinstance(section, dict):
+        raise PrometheusError("report: %s has no window of host %s (each run writes its own report; give the "
+                              "report of the run that changed it)" % (path, host))
+    if report.get("check_mode") or section.get("status") not in _PLAN_IN_PLACE:
+        raise PrometheusError("report: %s holds a window of host %s that left no plan in place (%s); give the "
+                              "report of one that applied its plan" % (
+                                  path, host, "a dry run" if report.get("check_mode") else section.get("status")))
+    try:
+        finished = datetime.datetime.strptime(section["finished"], "%Y-%m-%dT%H:%M:%SZ")
+        gpus = section["plan"]["gpus"]
+    except (KeyError, TypeError, ValueError):
         raise PrometheusError("report: %s has no finished window with a plan for host %s" % (path, host)) from None
     return finished.replace(tzinfo=datetime.timezone.utc).timestamp(), gpus
 
@@ -143,8 +156,8 @@ def gpu_plateau(params, clock=time.time):
     gpus = _gpus(params["gpus"])
     settle_s = duration_seconds(params["settle"], "settle")
     duration_seconds(params["creep_over"], "creep_over")
-    since = _time(params["since"], "since")
-    at = _time(params["at"] if params["at"] is not None else clock(), "at")
+    since = unix_time(params["since"], "since")
+    at = unix_time(params["at"] if params["at"] is not None else clock(), "at")
     if at - since - settle_s < 1:
         raise PrometheusError("at: the plateau is read after since + settle (%s after %.0f); at %.0f is before that"
                               % (params["settle"], since, at))
@@ -154,7 +167,6 @@ def gpu_plateau(params, clock=time.time):
         if params[name] < 0:
             raise PrometheusError("%s: expected MiB >= 0, got %r" % (name, params[name]))
     prom = connect(params)
-    cards = [card_plateau(prom, index, uuid, spare, since, settle_s, at, params["creep_over"], params)
-             for index, uuid, spare in gpus]
+    cards = [card_plateau(prom, card, since, settle_s, at, params["creep_over"], params) for card in gpus]
     return {"changed": False, "gpus": cards, "flagged": [card["index"] for card in cards if card["flags"]],
             "window": {"since": since, "settle_s": settle_s, "at": at}, "table": plateau_table(cards)}

@@ -10,6 +10,7 @@ time by the server's own ``timeout``; the one HTTP client of the collection unde
 
 from __future__ import annotations
 
+import math
 import re
 import urllib.parse
 
@@ -80,6 +81,14 @@ class Prometheus:
         if not found or found[0][1] != found[0][1]:
             return None
         return found[0][1]
+
+
+def unix_time(value, what):
+    """``value`` as a time in Unix seconds, or PrometheusError naming ``what``: .inf would never
+    come, and .nan compares false with every sample."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PrometheusError("%s: expected a time in Unix seconds (a finite number > 0), got %r" % (what, value))
+    return float(value)
 
 
 def connect(params):

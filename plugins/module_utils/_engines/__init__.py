@@ -27,6 +27,15 @@ def engine_of(seat):
     return ENGINES[seat["engine"]]
 
 
+def own_api_key(seat, secrets):
+    """The key a seat's engine reads from its env file (vLLM's VLLM_API_KEY), from ``secrets``
+    (seat -> {NAME: value}, the seat_secrets filter's), or None: what its endpoints want as a
+    Bearer token."""
+    variable = getattr(ENGINES.get(seat.get("engine")), "API_KEY_VARIABLE", None)
+    own = (secrets or {}).get(seat.get("name")) if variable else None
+    return own.get(variable) if isinstance(own, dict) else None
+
+
 def engine_serving(argv):
     """The name of the engine whose server a process started outside the collection runs (its
     argv), or None."""

@@ -414,9 +414,11 @@ def size(seat, inventory_dir, options):
                                 kv_round_to=options["kv_round_to"], **common)
             rule = "%s %sx" % (seat["kv_rule"], seat["kv_factor"])
         by_demand, calibration = _calibration(seat, config, kv, options, common)
-        if seat["kv_sizing"] == "demand":
+        if seat["kv_sizing"] == "demand" and by_demand is not None:
             kv = by_demand
             rule = "demand: peak {:,} tokens x {}".format(calibration["peak_kv_tokens"], options["demand_factor"])
+        elif seat["kv_sizing"] == "demand":
+            rule += " (kv_sizing: demand, none measured yet)"
         return {"kv": kv, "rule": rule, "weights_bytes": weights_bytes_per_gpu(seat, path),
                 "calibration": calibration}
     except (ModelConfigError, KVSizingError, FootprintError) as exc:
@@ -429,17 +431,24 @@ def _calibration(seat, config, by_rule, options, common):
     replies; ``(None, None)`` without figures, unless the seat is sized by demand (then refused)."""
     figures = (options.get("demand") or {}).get(seat["name"])
     peak = figures.get("peak_kv_tokens") if figures else None
-    if peak is None:
-        if seat["kv_sizing"] != "demand":
+    # a window without traffic (a holiday, an outage, the gateway sending elsewhere) measured no
+    # demand: sizing by it would leave the seat one request
+    if seat["kv_sizing"] == "demand" and (peak is None or not figures.get("requests")):
+        if not options.get("demand_required", True):
             return None, None
         if options.get("demand") is None:
             why = "no demand snapshot is given (llmfleet_demand_snapshot, written by playbooks/calibrate.yml)"
         elif not figures:
             why = "the demand snapshot has no figures for it"
-        else:
+        elif peak is None:
             why = "the demand snapshot has no peak KV tokens for it (%s)" % (
                 figures.get("detail") or "no metrics in its window")
+        else:
+            why = "the demand snapshot saw no request to it (%s); calibrate over a window with its traffic" % (
+                figures.get("detail") or "no traffic")
         raise SizingError("seat %s: kv_sizing: demand, but %s" % (seat["name"], why))
+    if peak is None:
+        return None, None
     demand_tokens = int(math.ceil(peak * options["demand_factor"]))
     kv = size_kv_for_demand(config, by_rule["max_model_len"], demand_tokens, kv_round_to=options["kv_round_to"],
                             **common)

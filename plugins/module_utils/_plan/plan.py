@@ -19,6 +19,7 @@ inventory (GPUs, seats) + model configs + the cards (now, and at the plateau)
 from __future__ import annotations
 
 import math
+import os
 
 from ansible.module_utils.common.validation import check_type_float, check_type_int
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -63,6 +64,7 @@ HOST_OPTIONS = {
     "gpu_profile": {"type": "str", "default": GPU_PROFILE},
     "demand_snapshot": {"type": "path"},
     "demand_factor": {"type": "float", "default": DEMAND_FACTOR},
+    "demand_required": {"type": "bool", "default": True},
 }
 # What the rendered files need of every seat, as the inventory declared it (an engine adds its
 # own LAUNCH_FIELDS).
@@ -120,32 +122,37 @@ def _size(spec, inventory_dir, options):
     return sized, problems
 
 
-def _demand_options(host, demand_snapshot, demand_factor, accept=None):
+def _demand_options(host, demand_snapshot, demand_factor, accept=None, demand_required=True):
     """The sizing options a demand snapshot gives (``demand``: seat -> figures, None without a
-    snapshot; ``demand_factor``), or PlanError naming the variable."""
+    snapshot; ``demand_factor``; ``demand_required``: whether a seat sized by demand without
+    figures is refused, or sized by the rule as a calibration that is yet to measure it needs),
+    or PlanError naming the variable."""
     check = Checker(host)
-    check.number("llmfleet_demand_factor", None, demand_factor, maximum=KV_FACTOR_MAX)
+    # headroom over the measured peak: below 1 would size a seat under what it was asked for
+    check.number("llmfleet_demand_factor", None, demand_factor, minimum=1, exclusive=False, maximum=KV_FACTOR_MAX)
     if check.errors:
         raise PlanError(check.errors[0])
-    if not demand_snapshot:
-        return {"demand": None, "demand_factor": demand_factor}
+    options = {"demand": None, "demand_factor": demand_factor, "demand_required": demand_required}
+    if not demand_snapshot or not demand_required and not os.path.exists(demand_snapshot):
+        return options
     try:
-        demand = read_demand(demand_snapshot, host, (accept or {}).get("snapshot_host"))
+        options["demand"] = read_demand(demand_snapshot, host, (accept or {}).get("snapshot_host"))
     except DemandSnapshotError as exc:
         raise PlanError("host %s: %s" % (host, exc)) from None
-    return {"demand": demand, "demand_factor": demand_factor}
+    return options
 
 
 def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_factor=KV_FACTOR,
                kv_round_to=KV_ROUND_TO, gpu_profile=GPU_PROFILE,
-               default_overhead_mib=DEFAULT_OVERHEAD_MIB, demand_snapshot=None, demand_factor=DEMAND_FACTOR):
+               default_overhead_mib=DEFAULT_OVERHEAD_MIB, demand_snapshot=None, demand_factor=DEMAND_FACTOR,
+               demand_required=True):
     """Every seat of a host sized by its engine as the plan sizes it, without placing it (what
     playbooks/kv_sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
     ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
     overhead, ``boot_ok`` and ``boot_error``."""
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
-    options.update(_demand_options(host, demand_snapshot, demand_factor))
+    options.update(_demand_options(host, demand_snapshot, demand_factor, demand_required=demand_required))
     sized, problems = _size(spec, inventory_dir, options)
     out = []
     for seat in spec["seats"]:
@@ -292,7 +299,8 @@ def inventory_problems(host, gpus, seats, seat_defaults=None, retire=None, kv_fa
     check = Checker(host)
     unknown_variables(check, variables or (), known_variables)
     kv_factor = _as_number(kv_factor, check_type_float)
-    check.number("llmfleet_demand_factor", None, _as_number(demand_factor, check_type_float), maximum=KV_FACTOR_MAX)
+    check.number("llmfleet_demand_factor", None, _as_number(demand_factor, check_type_float), minimum=1,
+                 exclusive=False, maximum=KV_FACTOR_MAX)
     min_spare_mib, boot_margin_mib, default_overhead_mib = (
         _as_number(value, check_type_int) for value in (min_spare_mib, boot_margin_mib, default_overhead_mib))
     try:
@@ -342,7 +350,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
                plateau_kv_planned=False, seat_defaults=None, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
                gpu_profile=GPU_PROFILE, min_spare_mib=0, boot_margin_mib=MARGIN_MIB,
                default_overhead_mib=DEFAULT_OVERHEAD_MIB, plateau_ran=None, accept=None, retire=None,
-               demand_snapshot=None, demand_factor=DEMAND_FACTOR):
+               demand_snapshot=None, demand_factor=DEMAND_FACTOR, demand_required=True):
     """The plan of one host (see the module doc of llmfleet.seats.seat_plan for its keys).
 
     ``cards``: a gpu_info result read now; ``plateau``: one recorded at the plateau;
@@ -366,7 +374,7 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     _cross_checks(host, check, spec, cards, plateau, processes, spec["retire"], accept)
     _profile_check(check, spec, cards, gpu_profile, accept)
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
-    options.update(_demand_options(host, demand_snapshot, demand_factor, accept))
+    options.update(_demand_options(host, demand_snapshot, demand_factor, accept, demand_required))
     # the seats that cannot be sized are named with the other problems, not after they are fixed
     sized, problems = _size(spec, inventory_dir, options)
     if check.errors or problems:

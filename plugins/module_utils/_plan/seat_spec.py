@@ -43,7 +43,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import LARGEST, MIB
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, own_api_key
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import KV_FACTOR_MAX
 
 _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
@@ -385,12 +385,10 @@ def gateway_seats(plan_seats, host, secrets=None):
         if not isinstance(seat, dict):
             continue
         launch = seat.get("launch") or {}
-        variable = getattr(ENGINES.get(seat.get("engine")), "API_KEY_VARIABLE", None)
-        own = ((secrets or {}).get(seat.get("name")) or {}).get(variable) if variable else None
         audited.append({"name": seat.get("name"), "host": host, "port": seat.get("port"),
                         "served_model_names": seat.get("served_model_names") or [],
                         "max_model_len": seat.get("max_model_len"), "max_new_tokens": launch.get("max_new_tokens"),
-                        "api_key": own})
+                        "api_key": own_api_key(seat, secrets)})
     return audited
 
 

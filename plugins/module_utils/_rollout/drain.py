@@ -103,6 +103,8 @@ def running_at(docker):
         ports = {(port["host_ip"], port["host_port"]) for port in record["ports"]}
         if record["seat"] and is_running(record) and len(ports) == 1:
             host_ip, port = ports.pop()
+            if not 0 < port <= 65535:
+                continue
             if host_ip:
                 try:
                     host_ip = str(ipaddress.ip_address(host_ip))
@@ -178,17 +180,22 @@ def seat_drain(params, docker=None, check_mode=False):
     now = running_at(docker) if docker is not None else {}
     # a leaving seat is asked only where it runs: the plan no longer says where that is
     seats = list(params["seats"]) + [{"name": name} for name in params["leaving"] if name in now]
-    drains = [None] * len(seats)
+    drains, raised = [None] * len(seats), []
 
     def drain(index, seat):
-        seat = as_running(seat, now.get(seat["name"]))
-        drains[index] = wait_drained(seat, host.client(seat), params["timeout"], params["interval"])
+        try:
+            seat = as_running(seat, now.get(seat["name"]))
+            drains[index] = wait_drained(seat, host.client(seat), params["timeout"], params["interval"])
+        except Exception as exc:  # pylint: disable=broad-except  # raised again below, in the module's own thread
+            raised.append(exc)
 
     threads = [threading.Thread(target=drain, args=pair, daemon=True) for pair in enumerate(seats)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if raised:
+        raise raised[0]
     actions = ["before its stop: %s: %s" % (result["seat"], drain_words(result))
                for result in drains if drain_words(result)]
     return {"changed": False, "drains": drains, "actions": actions}

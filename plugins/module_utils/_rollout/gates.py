@@ -27,7 +27,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of, own_api_key
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
 
 PHASES = ("before_start", "after_boot", "after_boot_memory", "plateau")
@@ -218,9 +218,7 @@ class SeatHost:
 
     def seat_api_key(self, seat):
         """The key the seat's engine reads from its env file (vLLM's VLLM_API_KEY), or None."""
-        variable = getattr(ENGINES.get(seat.get("engine")), "API_KEY_VARIABLE", None)
-        own = self.secrets.get(seat.get("name")) if variable else None
-        return own.get(variable) if isinstance(own, dict) else None
+        return own_api_key(seat, self.secrets)
 
     def inspect(self, seat):
         return self.docker.inspect_one(seat["container"])

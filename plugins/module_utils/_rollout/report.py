@@ -212,10 +212,12 @@ def _routes_markdown(routes):
         return lines + ["The routes could not be audited: %s" % _cell(routes["error"])]
     targets = routes.get("targets") or []
     wrong = [target for target in targets if target["status"] not in ("ok", "external", "unresolved")]
+    if not targets:
+        return lines + ["No route of %s points at %s: if the gateway sends this host traffic, its config names "
+                        "the host otherwise (seat_rebalance_gateway_seat_host)." % (
+                            _cell(routes.get("path")), _cell(routes.get("host")))]
     lines.append("%d route(s) of %s to this host's seats: %s." % (
         len(targets), _cell(routes.get("path")), "**%d not as they should be**" % len(wrong) if wrong else "all as they should be"))
-    if not targets:
-        return lines
     lines += ["", "| route | target | status | model_info the seat serves | detail |", "|---|---|---|---|---|"]
     for target in targets:
         limits = target.get("limits") or {}

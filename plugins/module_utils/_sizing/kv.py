@@ -871,7 +871,7 @@ def _blocks_for_factor(kv_factor, pages):
 
 
 def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_ROUND_TO,
-                   seat=None, **options):
+                   seat=None, demand_tokens=None, **options):
     """The sizing rule: the smallest per-GPU budget that boots and whose maximum concurrency at
     ``max_model_len`` is at least ``kv_factor``, rounded up to a multiple of ``kv_round_to``.
 
@@ -895,36 +895,30 @@ def size_kv_budget(config, max_model_len, kv_factor=KV_FACTOR, kv_round_to=KV_RO
     if plan.layout_error:
         raise KVSizingError("%svllm_version: vLLM %s cannot run this model at any budget: %s"
                             % (_prefix(seat), opts.release["version"], plan.layout_error))
-    blocks = max(_cdiv(plan.needed(length), plan.bytes_per_block) + opts.null_blocks_held,
-                 _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)))
+    # the pool's blocks: enough for the factor's requests at the context, or for the demand's tokens
+    # counted as a seat's usage counts them (blocks in use x block size, over every group)
+    wanted = _blocks_for_factor(kv_factor, plan.pages_per_request(length, for_capacity=True)) if demand_tokens is None \
+        else _cdiv(demand_tokens, plan.block_size) + opts.null_blocks_held
+    blocks = max(_cdiv(plan.needed(length), plan.bytes_per_block) + opts.null_blocks_held, wanted)
     if plan.has_mamba and not opts.enforce_eager:
         blocks = max(blocks, opts.max_num_seqs)
     minimum = blocks * plan.bytes_per_block
     result = _result(model, opts, plan, backend, round_up(minimum, round_to), requested, length)
-    result.update(kv_factor=kv_factor, kv_round_to=round_to, min_kv_cache_memory_bytes=minimum)
+    result.update(kv_factor=kv_factor if demand_tokens is None else None, kv_round_to=round_to,
+                  min_kv_cache_memory_bytes=minimum)
     return result
 
 
 def size_kv_for_demand(config, max_model_len, demand_tokens, kv_round_to=KV_ROUND_TO, seat=None, **options):
-    """Sizing from measured demand: the smallest budget whose KV holds ``demand_tokens`` at once
-    (the pool's tokens at ``max_model_len``, as vLLM counts them), and never less than one request
-    of ``max_model_len`` (what vLLM needs to boot), rounded up to a multiple of ``kv_round_to``.
-
-    It is the rule with the factor ``demand_tokens / max_model_len``: vLLM's token count is the
-    pool's concurrency at the context times the context. Returns size_kv_budget's dict plus
-    ``demand_tokens``."""
+    """Sizing from measured demand: the smallest budget whose pool has a block for every
+    ``demand_tokens`` token at once, counted as vLLM counts a seat's KV in use (its
+    ``kv_cache_usage_perc`` x blocks x block size, every group's blocks alike), and never less
+    than one request of ``max_model_len`` (what vLLM needs to boot), rounded up to a multiple
+    of ``kv_round_to``. Returns size_kv_budget's dict plus ``demand_tokens``."""
     if isinstance(demand_tokens, bool) or not isinstance(demand_tokens, int) or demand_tokens < 0:
         raise KVSizingError("%sdemand_tokens: expected a count of tokens >= 0, got %r" % (_prefix(seat), demand_tokens))
-    if max_model_len in ("auto", "published"):
-        # the length the rule resolves (and refuses) the same way
-        max_model_len = size_kv_budget(config, max_model_len, kv_round_to=kv_round_to, seat=seat,
-                                       **options)["max_model_len"]
-    factor = max(demand_tokens, max_model_len) / max_model_len
-    if factor > KV_FACTOR_MAX:
-        raise KVSizingError("%sthe measured demand (%d tokens in flight) is more than %d times its max_model_len "
-                            "(%d): size it by the rule or pin its budget" % (
-                                _prefix(seat), demand_tokens, KV_FACTOR_MAX, max_model_len))
-    result = size_kv_budget(config, max_model_len, kv_factor=factor, kv_round_to=kv_round_to, seat=seat, **options)
+    result = size_kv_budget(config, max_model_len, kv_round_to=kv_round_to, seat=seat, demand_tokens=demand_tokens,
+                            **options)
     result["demand_tokens"] = demand_tokens
     return result
 

@@ -60,9 +60,9 @@ def params(url, **change):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"at": float("nan")}, "at: expected the window's end in Unix seconds (a finite number > 0), got nan"),
-    ({"at": float("inf")}, "at: expected the window's end in Unix seconds (a finite number > 0), got inf"),
-    ({"at": -1.0}, "at: expected the window's end in Unix seconds (a finite number > 0), got -1.0"),
+    ({"at": float("nan")}, "at: expected a time in Unix seconds (a finite number > 0), got nan"),
+    ({"at": float("inf")}, "at: expected a time in Unix seconds (a finite number > 0), got inf"),
+    ({"at": -1.0}, "at: expected a time in Unix seconds (a finite number > 0), got -1.0"),
     ({"timeout": 0}, "timeout: expected whole seconds >= 1, got 0"),
     ({"runaway_tokens": 0}, "runaway_tokens: expected an integer >= 1, got 0"),
     ({"step": "1 minute"}, "step: expected a duration such as 90s"),

@@ -41,14 +41,28 @@ def test_what_cannot_be_asked_is_refused_in_one_line_before_any_query(change, me
 
 def test_a_windows_report_gives_when_it_ended_and_the_plans_cards(tmp_path):
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"hosts": {"fv-ml1": {"finished": "2027-01-15T08:00:00Z",
-                                                       "plan": {"gpus": [{"index": 0, "uuid": GPU0, "spare_mib": 60}]}}}}))
+    window = {"status": "applied", "finished": "2027-01-15T08:00:00Z",
+              "plan": {"gpus": [{"index": 0, "uuid": GPU0, "spare_mib": 60}]}}
+    report.write_text(json.dumps({"run_id": "r1", "check_mode": False, "hosts": {"fv-ml1": window}}))
     with serving() as server:
         result = gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml1"))
-        with pytest.raises(PrometheusError, match="report: .* has no finished window with a plan for host fv-ml2"):
+        with pytest.raises(PrometheusError, match="report: .* has no window of host fv-ml2 .each run writes its own"):
             gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml2"))
     assert result["window"]["since"] == 1800000000.0  # 2027-01-15T08:00:00Z
     card = result["gpus"][0]
     assert (card["predicted_spare_mib"], card["metrics"]) == (60, False)
     assert card["detail"] == "no DCGM_FI_DEV_FB_USED series with UUID %s after the boot transient" % GPU0
     assert 'UUID="%s"' % GPU0 in server.asked[0]["query"], "the UUID went in as a quoted PromQL string"
+
+
+@pytest.mark.parametrize("check_mode, status, why", [
+    (True, "planned", "a dry run"), (False, "rolled_back", "rolled_back"), (False, "failed", "failed")])
+def test_a_window_that_left_no_plan_in_place_is_not_what_the_cards_are_held_to(tmp_path, check_mode, status, why):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"run_id": "r1", "check_mode": check_mode, "hosts": {"fv-ml1": {
+        "status": status, "finished": "2027-01-15T08:00:00Z", "plan": {"gpus": [{"index": 0, "uuid": GPU0}]}}}}))
+    with serving() as server:
+        with pytest.raises(PrometheusError, match=re.escape("holds a window of host fv-ml1 that left no plan in place "
+                                                            "(%s)" % why)):
+            gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml1"))
+        assert server.asked == []

@@ -287,13 +287,16 @@ def test_a_seat_sized_by_demand_gets_the_budget_its_peak_needs_and_the_plan_show
     ({"figures": {}}, "seat beta: kv_sizing: demand, but the demand snapshot has no figures for it"),
     ({"figures": {"beta": {"peak_kv_tokens": None, "detail": "no traffic in the 7d before the window's end"}}},
      "seat beta: kv_sizing: demand, but the demand snapshot has no peak KV tokens for it (no traffic in the 7d"),
+    ({"figures": {"beta": {"peak_kv_tokens": 0, "requests": 0, "detail": "no traffic in the 7d before the window's end"}}},
+     "seat beta: kv_sizing: demand, but the demand snapshot saw no request to it (no traffic in the 7d"),
     ({"figures": {"beta": {"peak_kv_tokens": "lots"}}},
      "llmfleet_demand_snapshot: seat beta: peak_kv_tokens: expected a count >= 0, got 'lots'"),
     ({"host": "fv-ml1"}, "was measured for host 'fv-ml1', not twin1"),
-    ({"factor": float("inf")}, "llmfleet_demand_factor: expected a finite number > 0"),
+    ({"factor": float("inf")}, "llmfleet_demand_factor: expected a finite number >= 1"),
+    ({"factor": 0.5}, "llmfleet_demand_factor: expected a finite number >= 1 and <= 1024, got 0.5"),
 ])
 def test_a_demand_the_plan_cannot_use_is_refused_naming_the_variable(inventory, tmp_path, change, message):
-    figures = change.get("figures", {"beta": {"peak_kv_tokens": 90_000}})
+    figures = change.get("figures", {"beta": {"peak_kv_tokens": 90_000, "requests": 12}})
     snapshot = _demand_snapshot(tmp_path, host=change.get("host", "twin1"), **figures)
     with pytest.raises(PlanError, match=re.escape(message)):
         build_plan("twin1", GPUS, [dict(SEATS[1], kv_sizing="demand")], str(inventory),
@@ -305,3 +308,13 @@ def test_a_file_that_is_not_a_demand_snapshot_is_refused(inventory, tmp_path):
     other.write_text(json.dumps({"gpus": []}))
     with pytest.raises(PlanError, match=re.escape("llmfleet_demand_snapshot: %s is not a demand snapshot" % other)):
         build_plan("twin1", GPUS, [SEATS[1]], str(inventory), demand_snapshot=str(other))
+
+
+def test_a_calibration_yet_to_measure_a_demand_seat_plans_it_by_the_rule_and_says_so(inventory, tmp_path):
+    seats = [dict(SEATS[1], kv_sizing="demand")]
+    plan = build_plan("twin1", GPUS, seats, str(inventory), demand_snapshot=str(tmp_path / "not-yet.json"),
+                      demand_required=False)
+    beta = plan["seats"][0]
+    assert beta["kv_rule"] == "rule 1.25x (kv_sizing: demand, none measured yet)" and beta["calibration"] is None
+    with pytest.raises(PlanError, match=re.escape("llmfleet_demand_snapshot: cannot read %s" % (tmp_path / "not-yet.json"))):
+        build_plan("twin1", GPUS, seats, str(inventory), demand_snapshot=str(tmp_path / "not-yet.json"))

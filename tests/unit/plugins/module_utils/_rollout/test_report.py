@@ -113,3 +113,24 @@ def test_what_the_gateways_clients_saw_is_shown_per_route(tmp_path):
     assert "The load through the gateway could not tell: timed out" in (tmp_path / "report.md").read_text()
     write_report(str(tmp_path), "run-3", "twin1", SECTION, False, False)
     assert "Through the gateway" not in (tmp_path / "report.md").read_text()
+
+
+def test_the_gateways_routes_after_the_window_say_what_matched_and_what_did_not(tmp_path):
+    routes = {"path": "/srv/litellm/config.yaml", "host": "10.251.50.54", "targets": [
+        {"route": "alpha", "target": "http://10.251.50.54:8101/v1", "status": "ok", "detail": "seat alpha",
+         "limits": {"max_input_tokens": 12288}},
+        {"route": "alpha-solo", "target": "http://10.251.50.54:8101/v1", "status": "over_limit",
+         "detail": "model_info.max_input_tokens 49152 is more than seat alpha serves (max_model_len 12288)",
+         "limits": {"max_input_tokens": 12288}}]}
+    write_report(str(tmp_path), "run-1", "twin1", dict(SECTION, gateway_routes=routes), False, False)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "2 route(s) of /srv/litellm/config.yaml to this host's seats: **1 not as they should be**." in markdown
+    assert "| alpha-solo | http://10.251.50.54:8101/v1 | **over_limit** | max_input_tokens: 12288 |" in markdown
+    # a config that names the host otherwise matches nothing: that is said, not "all as they should be"
+    write_report(str(tmp_path), "run-2", "twin1", dict(SECTION, gateway_routes=dict(routes, targets=[])), False, False)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "No route of /srv/litellm/config.yaml points at 10.251.50.54" in markdown
+    assert "all as they should be" not in markdown
+    write_report(str(tmp_path), "run-3", "twin1", dict(SECTION, gateway_routes={"path": "x", "error": "no such file"}),
+                 False, False)
+    assert "The routes could not be audited: no such file" in (tmp_path / "report.md").read_text()
