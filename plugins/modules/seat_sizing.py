@@ -22,6 +22,13 @@ extends_documentation_fragment:
   - llmfleet.seats._attributes
   - llmfleet.seats._attributes.pure
   - llmfleet.seats._host_seats
+options:
+  snapshot_host:
+    description:
+      - The host O(demand_snapshot) was measured on, when it sizes this host's seats on purpose
+        (as C(llmfleet_plan_accept.snapshot_host) lets the plan); a snapshot of another host is
+        refused otherwise.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -70,6 +77,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             **HOST_OPTIONS,
+            "snapshot_host": {"type": "str"},
         },
         supports_check_mode=True,
     )

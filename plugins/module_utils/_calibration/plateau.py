@@ -67,10 +67,11 @@ def _gpus(gpus):
     return checked
 
 
-def card_plateau(prom, card, since, settle_s, at, creep_over, params):
-    """One card's plateau between ``since + settle_s`` and ``at``, its creep, and its flags;
-    ``card`` is one of _gpus'."""
+def card_plateau(prom, card, window, params):
+    """One card's plateau between ``since + settle_s`` and ``at`` of ``window``, its creep over
+    ``params``' creep_over, and its flags against ``params``' limits; ``card`` is one of _gpus'."""
     index, uuid, predicted_spare, own_headroom = card
+    since, settle_s, at, creep_over = window["since"], window["settle_s"], window["at"], params["creep_over"]
     sel = "{UUID=%s}" % json.dumps(uuid)
     settled_s = int(at - since - settle_s)
     result = {"index": index, "uuid": uuid, "metrics": False, "transient_peak_used_mib": None, "plateau_used_mib": None,
@@ -167,6 +168,7 @@ def gpu_plateau(params, clock=time.time):
         if params[name] < 0:
             raise PrometheusError("%s: expected MiB >= 0, got %r" % (name, params[name]))
     prom = connect(params)
-    cards = [card_plateau(prom, card, since, settle_s, at, params["creep_over"], params) for card in gpus]
+    window = {"since": since, "settle_s": settle_s, "at": at}
+    cards = [card_plateau(prom, card, window, params) for card in gpus]
     return {"changed": False, "gpus": cards, "flagged": [card["index"] for card in cards if card["flags"]],
-            "window": {"since": since, "settle_s": settle_s, "at": at}, "table": plateau_table(cards)}
+            "window": window, "table": plateau_table(cards)}

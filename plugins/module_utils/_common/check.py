@@ -115,6 +115,12 @@ def seconds_problem(name, value, zero_means=None):
     return None
 
 
+def seconds_problems(*options):
+    """Every ``(name, value[, zero_means])`` that seconds_problem refuses, in one line, or None."""
+    problems = [seconds_problem(*option) for option in options]
+    return "; ".join(problem for problem in problems if problem) or None
+
+
 def too_long(text):
     """Whether ``text`` is longer than any single argument or variable a process can be given."""
     return len(text) > VALUE_MAX_BYTES // 4 and len(text.encode("utf-8")) > VALUE_MAX_BYTES

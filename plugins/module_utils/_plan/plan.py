@@ -145,14 +145,16 @@ def _demand_options(host, demand_snapshot, demand_factor, accept=None, demand_re
 def size_seats(host, gpus, seats, inventory_dir=None, seat_defaults=None, kv_factor=KV_FACTOR,
                kv_round_to=KV_ROUND_TO, gpu_profile=GPU_PROFILE,
                default_overhead_mib=DEFAULT_OVERHEAD_MIB, demand_snapshot=None, demand_factor=DEMAND_FACTOR,
-               demand_required=True):
+               demand_required=True, snapshot_host=None):
     """Every seat of a host sized by its engine as the plan sizes it, without placing it (what
     playbooks/kv_sizing.yml prints): ``{"seats": [...], "problems": [...]}``, each seat with its
     ``name``, ``engine``, ``kv_rule``, the planned numbers, its footprint with the default
-    overhead, ``boot_ok`` and ``boot_error``."""
+    overhead, ``boot_ok`` and ``boot_error``. ``snapshot_host``: the other host a demand
+    snapshot may come from, as the plan's accept.snapshot_host."""
     spec = normalize_host(host, gpus, seats, kv_factor, seat_defaults)
     options = {"gpu_profile": gpu_profile, "kv_round_to": kv_round_to, "gpus": spec["gpus"]}
-    options.update(_demand_options(host, demand_snapshot, demand_factor, demand_required=demand_required))
+    options.update(_demand_options(host, demand_snapshot, demand_factor, {"snapshot_host": snapshot_host},
+                                   demand_required))
     sized, problems = _size(spec, inventory_dir, options)
     out = []
     for seat in spec["seats"]:

@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.read import read_cards
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problems
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE, SPARE_GATE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, summary
@@ -259,10 +259,10 @@ def _drainer(host, docker, timeout, interval):
 def seat_boot(params, docker, check_mode=False):
     """The seat_boot module's result for its validated ``params``."""
     _check_input(params["seats"], params["waves"], params["runtimes"])
-    problems = [seconds_problem("drain_timeout", params["drain_timeout"], zero_means="restart at once"),
-                seconds_problem("drain_interval", params["drain_interval"])]
-    if any(problems):
-        raise GateInputError("; ".join(problem for problem in problems if problem))
+    problem = seconds_problems(("drain_timeout", params["drain_timeout"], "restart at once"),
+                               ("drain_interval", params["drain_interval"]))
+    if problem:
+        raise GateInputError(problem)
     host = SeatHost(docker, params["address"], params["api_key"], params["health_timeout"],
                     params["health_interval"], params["runtime_probe"], params["runtime_probe_fraction"],
                     secrets=params["secrets"])

@@ -25,7 +25,7 @@ import ipaddress
 import threading
 import time
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problems
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
@@ -163,10 +163,9 @@ def _check_drain_input(params):
     for name in params["leaving"]:
         if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
             raise GateInputError("leaving: expected seat names (%s), got %r" % (SEAT_NAME_EXPECTED, name))
-    problems = [seconds_problem("timeout", params["timeout"], zero_means="stop at once"),
-                seconds_problem("interval", params["interval"])]
-    if any(problems):
-        raise GateInputError("; ".join(problem for problem in problems if problem))
+    problem = seconds_problems(("timeout", params["timeout"], "stop at once"), ("interval", params["interval"]))
+    if problem:
+        raise GateInputError(problem)
 
 
 def seat_drain(params, docker=None, check_mode=False):
@@ -198,4 +197,6 @@ def seat_drain(params, docker=None, check_mode=False):
         raise raised[0]
     actions = ["before its stop: %s: %s" % (result["seat"], drain_words(result))
                for result in drains if drain_words(result)]
+    actions += ["leaving: %s: no running container of it found publishing one port; not drained" % name
+                for name in params["leaving"] if name not in now]
     return {"changed": False, "drains": drains, "actions": actions}

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -19,38 +17,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     Prometheus,
     PrometheusError,
 )
-from support.local_http import serving as local_serving
-
-
-class Server(ThreadingHTTPServer):
-    """Answers every GET with ``status`` and ``body`` (bytes), and keeps the queries asked."""
-    daemon_threads = True
-
-    def __init__(self, status=200, body=b'{"status": "success", "data": {"resultType": "vector", "result": []}}',
-                 kind="application/json"):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.status, self.body, self.kind, self.asked = status, body, kind, []
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        self.server.asked.append(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
-        self.send_response(self.server.status)
-        self.send_header("Content-Type", self.server.kind)
-        self.send_header("Content-Length", str(len(self.server.body)))
-        self.end_headers()
-        self.wfile.write(self.server.body)
-
-
-def serving(**kwargs):
-    return local_serving(Server(**kwargs))
+from support.local_http import canned as serving
 
 
 def params(url, **change):

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plateau import GPU_PLATEAU_SPEC, gpu_plateau
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import PrometheusError
-from test_demand import serving
+from support.local_http import canned as serving
 
 GPU0 = "GPU-5b0c6e8e-0000-4000-8000-000000000000"
 
@@ -66,3 +66,16 @@ def test_a_window_that_left_no_plan_in_place_is_not_what_the_cards_are_held_to(t
                                                             "(%s)" % why)):
             gpu_plateau(params(server.url, gpus=None, since=None, report=str(report), host="fv-ml1"))
         assert server.asked == []
+
+
+@pytest.mark.parametrize("own_headroom_seat, below_margin", [(None, True), ("big", False)])
+def test_the_margin_is_not_asked_of_a_card_a_seat_claims_whole(own_headroom_seat, below_margin):
+    # every query answers 100: 100 MiB free at the plateau, under the 512 MiB margin
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {}, "value": [1.8e9 + 7200, "100"]}]}}).encode()
+    gpus = [{"index": 0, "uuid": GPU0, "spare_mib": 100, "own_headroom_seat": own_headroom_seat}]
+    with serving(body=body) as server:
+        card = gpu_plateau(params(server.url, gpus=gpus, margin_mib=512))["gpus"][0]
+    assert card["least_free_mib"] == 100
+    assert any("below the margin of 512 MiB" in flag for flag in card["flags"]) is below_margin
+    assert any(flag.startswith("still creeping") for flag in card["flags"]), "the creep is judged on every card"

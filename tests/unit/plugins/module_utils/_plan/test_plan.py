@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
-from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan, size_seats
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import plan_markdown, plan_svg
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import size_kv_for_demand
 
@@ -318,3 +318,12 @@ def test_a_calibration_yet_to_measure_a_demand_seat_plans_it_by_the_rule_and_say
     assert beta["kv_rule"] == "rule 1.25x (kv_sizing: demand, none measured yet)" and beta["calibration"] is None
     with pytest.raises(PlanError, match=re.escape("llmfleet_demand_snapshot: cannot read %s" % (tmp_path / "not-yet.json"))):
         build_plan("twin1", GPUS, seats, str(inventory), demand_snapshot=str(tmp_path / "not-yet.json"))
+
+
+def test_the_sizing_takes_another_hosts_demand_only_when_the_operator_says_so(inventory, tmp_path):
+    snapshot = _demand_snapshot(tmp_path, host="fv-ml1", beta={"peak_kv_tokens": 90_000, "requests": 12})
+    seats = [dict(SEATS[1], kv_sizing="demand")]
+    with pytest.raises(PlanError, match=re.escape("was measured for host 'fv-ml1', not twin1")):
+        size_seats("twin1", GPUS, seats, str(inventory), demand_snapshot=snapshot)
+    sized = size_seats("twin1", GPUS, seats, str(inventory), demand_snapshot=snapshot, snapshot_host="fv-ml1")
+    assert sized["seats"][0]["kv_rule"] == "demand: peak 90,000 tokens x 1.25"

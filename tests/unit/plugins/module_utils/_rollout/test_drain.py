@@ -223,6 +223,8 @@ def test_seat_drain_asks_where_a_seat_runs_now_and_drains_the_seats_leaving_the_
     # a leaving seat is counted by whichever engine's count answers; one not running is not asked
     assert outcomes == [("moving", "drained", 2), ("retired", "drained", 1)]
     assert moving.auth and leaving.auth
+    assert result["actions"][-1] == "leaving: gone-already: no running container of it found publishing one port; not drained"
+    assert not any("retired: no running" in action for action in result["actions"])
 
 
 def test_without_the_container_engine_the_plans_port_is_asked():
