@@ -186,6 +186,15 @@ snapshot:
       description: The snapshot schema version.
       type: int
       sample: 1
+watch:
+  description:
+    - How the cards settled after the window before, from a plateau snapshot that
+      C(playbooks/watch_plateau.yml) wrote (M(llmfleet.seats.gpu_plateau)'s verdict) - C(window),
+      C(gpus) (each card's plateau, least free memory, creep, the plan's predicted spare and its
+      flags), C(seats) (what each seat held against its planned footprint) and C(flagged).
+    - The next plan shows it, and so does the next window's report.
+  returned: when a snapshot with a watch's verdict was read
+  type: dict
 gpus:
   description: One entry per GPU, in index order.
   returned: always

@@ -20,6 +20,10 @@ description:
     free, or left more than O(tolerance_mib) below the plan's predicted spare
     (each card's C(spare_mib), a M(llmfleet.seats.seat_plan) plan's C(gpus) as they are), is flagged
     in words in RV(gpus[].flags).
+  - With O(reading), the host's cards read after the transient, each of the plan's seats (O(seats))
+    is held to its planned footprint as well, and RV(snapshot) is a plateau snapshot in
+    M(llmfleet.seats.gpu_info)'s format for the next plan (C(llmfleet_plateau_snapshot)), with the
+    verdict under C(watch) for the next window's report.
   - Every figure is one instant query, bounded by O(timeout) on the server.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
@@ -69,12 +73,28 @@ options:
     type: int
     default: 512
   tolerance_mib:
-    description: How far below the plan's predicted spare a card may settle.
+    description:
+      - How far below the plan's predicted spare a card may settle, and how far above its planned
+        footprint a seat may hold.
     type: int
     default: 512
+  reading:
+    description:
+      - A M(llmfleet.seats.gpu_info) result read on O(host) after the transient, with each process
+        attributed to its seat; it needs O(host).
+      - Each card in RV(snapshot) is raised to the plateau Prometheus saw where that is higher than
+        the reading, the difference counted as memory not held by the seats (DCGM does not say
+        whose it was).
+    type: dict
+  seats:
+    description:
+      - The plan's seats, each with its C(name), C(gpus) (UUIDs) and C(footprint_mib) (per GPU), that
+        O(reading) holds to their footprints; the plan's in O(report) by default.
+    type: list
+    elements: dict
 notes:
-  - DCGM exporter reports whole cards; what each seat holds on them is M(llmfleet.seats.gpu_info)'s
-    to read on the host.
+  - DCGM exporter reports whole cards; what each seat holds on them comes from O(reading), which
+    M(llmfleet.seats.gpu_info) takes on the host.
 seealso:
   - module: llmfleet.seats.seat_demand
   - module: llmfleet.seats.gpu_info
@@ -97,6 +117,19 @@ EXAMPLES = r"""
     report: reports/2026-10-06/report.json
     host: fv-ml1
   delegate_to: localhost
+
+- name: Read what each seat holds now
+  llmfleet.seats.gpu_info:
+  register: cards_now
+
+- name: The same, each seat held to its footprint, and a plateau snapshot for the next plan
+  llmfleet.seats.gpu_plateau:
+    prometheus_url: http://fv-mon:9090
+    report: reports/2026-10-06/report.json
+    host: "{{ inventory_hostname }}"
+    reading: "{{ cards_now }}"
+  delegate_to: localhost
+  register: plateau
 """
 
 RETURN = r"""
@@ -134,7 +167,9 @@ gpus:
       description: Whether it creeps no faster than O(creep_mib_per_hour); null without a slope.
       type: bool
     flags:
-      description: What is wrong with it, in words; empty when it settled as planned.
+      description:
+        - What is wrong with it, in words, a seat of it holding more than O(tolerance_mib) above its
+          planned footprint included; empty when it settled as planned.
       type: list
       elements: str
     detail:
@@ -157,6 +192,46 @@ table:
 window:
   description: O(since), the transient in seconds, and O(at).
   returned: always
+  type: dict
+svg:
+  description:
+    - One SVG with a panel per card - what it held from O(since) to O(at) (each step's most, at most
+      400 points), the boot transient shaded, its plateau and the plan's line (what it holds with
+      the plan's predicted spare left free) dashed.
+  returned: always
+  type: str
+seats:
+  description: Each of O(seats) on each of its cards, as O(reading) shows it.
+  returned: with O(reading)
+  type: list
+  elements: dict
+  contains:
+    seat:
+      description: The seat's name.
+      type: str
+    index:
+      description: The card's index.
+      type: int
+    uuid:
+      description: The card's UUID.
+      type: str
+    held_mib:
+      description: What the reading shows the seat holding there; null when it is not there.
+      type: int
+    planned_mib:
+      description: Its planned footprint there.
+      type: int
+    over_plan_mib:
+      description: RV(seats[].held_mib) less RV(seats[].planned_mib); null when not held.
+      type: int
+snapshot:
+  description:
+    - The plateau snapshot to keep (M(llmfleet.seats.gpu_info)'s format, schema
+      C(llmfleet.seats/gpu_snapshot)) - O(reading) taken at O(at), each card's
+      C(plateau_above_reading_mib), and C(watch) - C(window) (with C(settled_from)), C(gpus) (each
+      card's plateau figures and flags), C(seats) (as RV(seats)) and C(flagged).
+    - Write it as JSON and give its path as C(llmfleet_plateau_snapshot) to plan against it.
+  returned: with O(reading)
   type: dict
 """
 

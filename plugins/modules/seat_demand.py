@@ -169,6 +169,13 @@ window:
   returned: always
   type: dict
   sample: {"seconds": 604800, "end": 1796342400.0}
+svg:
+  description:
+    - One SVG with a panel per seat - its KV cache in use over the window (each step's most, in
+      tokens where its KV tokens are known, else as a share), against its KV budget.
+    - Range queries of at most 400 points per seat, one per seat read at one scrape target.
+  returned: always
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule

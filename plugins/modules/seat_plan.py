@@ -142,6 +142,9 @@ plan:
     - A vLLM seat's C(calibration) (with a demand snapshot, the seat's measured figures - C(peak_kv_tokens),
       C(peak_kv_usage), C(requests), C(runaways) - C(demand_tokens), C(by_rule_bytes),
       C(by_demand_bytes) and C(sized_by), V(rule) or V(demand); null without figures).
+    - C(last_watch), with a plateau snapshot that C(playbooks/watch_plateau.yml) wrote, is how the
+      cards and seats settled after the window before (the C(watch) that M(llmfleet.seats.gpu_info)
+      returns), with the snapshot's path as C(snapshot).
     - A radiance seat carries its funding instead of vLLM's KV figures - C(capacity_mib),
       C(elastic_mib), C(expert_floor_mib), C(vram_kv_bytes), C(kv_tokens), C(sessions),
       C(binding), C(funded_fraction), the pinned-RAM ledger (C(pin_ledger_mib), C(pin_ok)), its

@@ -81,7 +81,7 @@ def test_a_cards_plateau_and_creep_are_what_its_seats_did(gpus, models, seats, d
             "creep_over": "5s"})
         rc_early, early = run_module("llmfleet.seats.gpu_plateau", {
             "prometheus_url": server.url, "gpus": plan_gpus, "since": since, "settle": "1h", "at": at})
-        # the scheduled watch, from a window's report on the fv-ml1 inventory: nothing reaches the host
+        # the scheduled watch, from a window's report on the fv-ml1 inventory, kept off the host
         reports = tmp_path / "reports"
         reports.mkdir()
         (reports / "report.json").write_text(json.dumps({"run_id": "r1", "check_mode": False, "hosts": {"fv-ml1": {
@@ -91,7 +91,8 @@ def test_a_cards_plateau_and_creep_are_what_its_seats_did(gpus, models, seats, d
             "ansible-playbook", "-i", str(REPO_ROOT / "inventories" / "fv-ml1" / "hosts.yml"),
             "playbooks/watch_plateau.yml", "-e", "ansible_connection=local", "-e", "ansible_host=127.0.0.1",
             "-e", json.dumps({"watch_prometheus_url": server.url, "watch_report": str(reports / "report.json"),
-                              "watch_settle": "1s", "watch_creep_over": "5s", "watch_at": at})])
+                              "watch_settle": "1s", "watch_creep_over": "5s", "watch_at": at,
+                              "watch_read_cards": False})])
     finally:
         server.stop()
     assert rc == 0, result
@@ -114,3 +115,4 @@ def test_a_cards_plateau_and_creep_are_what_its_seats_did(gpus, models, seats, d
     assert "host fv-ml1: GPU 0: %s; GPU 1: still creeping: +" % settled["flags"][0] in said, watch.stdout[-3000:]
     kept = json.loads((reports / "plateau-fv-ml1.json").read_text())
     assert kept["flagged"] == [0, 1] and kept["gpus"][0]["plateau_used_mib"] == settled_used
+    assert "schema" not in kept, "without the host's reading it is the verdict alone, not a snapshot a plan reads"

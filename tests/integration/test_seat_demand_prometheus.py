@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, run_ansible
 from support.adhoc import run_module
-from support.prometheus import PrometheusServer
+from support.prometheus import PrometheusServer, one_two_five, prometheus_quantile
 from support.wait import wait_for
 import test_fake_vllm as fake
 
@@ -28,25 +28,6 @@ pytestmark = pytest.mark.slow
 PINNED = ["--max-model-len", "32768", "--kv-cache-memory-bytes", "8589934592", "--gpu-memory-utilization", "0.1"]
 RUNAWAYS, RUNAWAY_TOKENS = 4, 3000
 FV_ML1 = REPO_ROOT / "inventories" / "fv-ml1"
-
-
-def prometheus_quantile(q, bounds, values):
-    """histogram_quantile over exact bucket counts, as Prometheus 2.42 interpolates it."""
-    counts = [sum(1 for value in values if value <= bound) for bound in bounds] + [len(values)]
-    rank = q * len(values)
-    index = next(i for i, count in enumerate(counts) if count >= rank)
-    if index == len(bounds):
-        return bounds[-1]
-    start, before = (0.0, 0) if index == 0 else (bounds[index - 1], counts[index - 1])
-    return start + (bounds[index] - start) * (rank - before) / (counts[index] - before)
-
-
-def one_two_five(limit):
-    bounds, scale = [], 1
-    while scale <= limit:
-        bounds += [m * scale for m in (1, 2, 5) if m * scale <= limit]
-        scale *= 10
-    return bounds
 
 
 def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
@@ -133,6 +114,9 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     # the stand-in's KV usage is the prompts in flight over its KV tokens
     assert chat["peak_running"] == RUNAWAYS
     assert chat["peak_kv_tokens"] == sum(u["prompt_tokens"] for u in runaways)
+    # the plot: the busy seat's KV in use over the window, its peak the one measured, under its budget
+    assert "KV in use (each step's most): most {:,} tokens".format(chat["peak_kv_tokens"]) in result["svg"]
+    assert "KV budget {:,} tokens".format(chat["kv_cache_tokens"]) in result["svg"]
     assert quiet["metrics"] and quiet["requests"] == 0
     assert quiet["detail"] == "no traffic in the 1h before the window's end" and quiet["prompt_tokens"] is None
     assert not ghost["metrics"] and ghost["detail"] == \
@@ -164,6 +148,8 @@ def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     assert (kept["format"], kept["host"]) == ("llmfleet.seats/demand/1", "fv-ml1")
     assert [seat["seat"] for seat in kept["seats"]] == [seat["seat"] for seat in asked["hosts"]["fv-ml1"]["seats"]]
     assert server.url not in json.dumps(kept), "the snapshot names no server"
+    plot = (tmp_path / "kept" / "demand-fv-ml1.svg").read_text()
+    assert plot.startswith("<svg") and "meromero-rp (char-rp)" in plot and server.url not in plot
 
     # the operator's next step: gen-small sized from what it was asked for, its pin dropped
     assert rc == 0 and result["snapshot"]["host"] == "fv-ml1"

@@ -51,3 +51,23 @@ class PrometheusServer:
 
     def stop(self) -> None:
         stop(self.proc)
+
+
+def prometheus_quantile(q, bounds, values):
+    """histogram_quantile over exact bucket counts, as Prometheus 2.42 interpolates it."""
+    counts = [sum(1 for value in values if value <= bound) for bound in bounds] + [len(values)]
+    rank = q * len(values)
+    index = next(i for i, count in enumerate(counts) if count >= rank)
+    if index == len(bounds):
+        return bounds[-1]
+    start, before = (0.0, 0) if index == 0 else (bounds[index - 1], counts[index - 1])
+    return start + (bounds[index] - start) * (rank - before) / (counts[index] - before)
+
+
+def one_two_five(limit):
+    """vLLM's 1-2-5 histogram bounds up to ``limit`` (its request-token buckets)."""
+    bounds, scale = [], 1
+    while scale <= limit:
+        bounds += [m * scale for m in (1, 2, 5) if m * scale <= limit]
+        scale *= 10
+    return bounds

@@ -8,5 +8,5 @@
 """Beside sizing, calibration: what the seats were asked for, read from the monitoring operators
 already run (a Prometheus server scraping the seats' own metrics), for sizing from measured demand.
 
-May import: _common.
+May import: _common, _cards.
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plots import chart_svg
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
     PROMETHEUS_OPTIONS,
     PrometheusError,
@@ -193,6 +194,25 @@ def demand_table(figures):
     return aligned(rows)
 
 
+def demand_svg(prom, figures, start, end, host=None):
+    """Each seat's KV in use over the window (each step's most, in tokens where its KV tokens are
+    known, else as a share) against its KV budget."""
+    panels = []
+    for figure in figures:
+        usage, tokens = [], figure["kv_cache_tokens"]
+        # a name served at several targets has no one series (its instance is left unset)
+        if figure["metrics"] and figure["instance"]:
+            sel = _selector([("model_name", figure["model_name"]), ("instance", figure["instance"])])
+            found = prom.query_range("max_over_time(max(vllm:kv_cache_usage_perc%s)[{step}s:])" % sel, start, end)
+            usage = found[0][1] if found else []
+        scale, unit = (tokens, "tokens") if tokens else (100.0, "%")
+        panels.append({
+            "title": "%s (%s)" % (figure["seat"], figure["model_name"]), "start": start, "end": end,
+            "series": [("KV in use (each step's most)", [(when, value * scale) for when, value in usage])],
+            "lines": [("KV budget", tokens)] if tokens else [("all of its KV", 100.0)], "shade": None, "unit": unit})
+    return chart_svg("%sKV cache in use per seat" % ("%s: " % host if host else ""), panels)
+
+
 def seat_demand(params, clock=time.time):
     """The seat_demand module's result for its validated ``params``."""
     instance_host = params.get("instance_host")
@@ -210,7 +230,7 @@ def seat_demand(params, clock=time.time):
     figures = [seat_figures(prom, name, model_name, tokens, params["window"], params["step"], at,
                             params["runaway_tokens"], instance) for name, model_name, tokens, instance in seats]
     result = {"changed": False, "seats": figures, "window": {"seconds": window_s, "end": at},
-              "table": demand_table(figures)}
+              "table": demand_table(figures), "svg": demand_svg(prom, figures, at - window_s, at, params.get("host"))}
     if params.get("host"):
         # what the plan reads back (llmfleet_demand_snapshot); never the server's address or token
         result["snapshot"] = {"format": DEMAND_SNAPSHOT_FORMAT, "host": params["host"], "window": result["window"],

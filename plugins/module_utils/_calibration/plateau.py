@@ -14,6 +14,13 @@ end (``since``) and its boot transient (``settle``), the card's plateau is the m
 and the least it left free; its creep is the slope of what it held over the last ``creep_over``
 (MiB per hour, Prometheus's ``deriv``). A card still creeping, left with less than the margin,
 or further below the plan's predicted spare than the tolerance, is flagged, each in words.
+
+DCGM gives whole cards. With a reading of the host taken after the transient (gpu_info's, with
+each process attributed to its seat), each seat's share is held to its planned footprint too,
+and the two together make a plateau snapshot in gpu_info's format that the next plan reads
+(``llmfleet_plateau_snapshot``): the reading, each card raised to the plateau Prometheus saw
+where that is higher (the difference counted as memory not ours: DCGM does not say whose it
+was), and the watch's verdict under ``watch`` for the next window's report.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import json
 import math
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plots import chart_svg
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
     PROMETHEUS_OPTIONS,
     PrometheusError,
@@ -30,6 +38,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.promet
     connect,
     duration_seconds,
     unix_time,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import (
+    ReadingError,
+    build_snapshot,
+    check_reading,
+    seat_mib,
+    utc_timestamp,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import ReadCapError, load_json
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MARGIN_MIB, TOLERANCE_MIB
@@ -46,6 +61,8 @@ GPU_PLATEAU_SPEC = {
     "creep_mib_per_hour": {"type": "float", "default": 1.0},
     "margin_mib": {"type": "int", "default": MARGIN_MIB},
     "tolerance_mib": {"type": "int", "default": TOLERANCE_MIB},
+    "reading": {"type": "dict"},
+    "seats": {"type": "list", "elements": "dict"},
 }
 
 
@@ -119,8 +136,8 @@ _PLAN_IN_PLACE = ("applied", "unchanged")
 
 
 def _from_report(path, host):
-    """``(since, plan gpus)`` of ``host`` in a window's report.json: when it finished, and the
-    plan's GPUs with their predicted spare. A dry run, a window rolled back or failed, or a
+    """``(since, plan gpus, plan seats)`` of ``host`` in a window's report.json: when it
+    finished, the plan's GPUs with their predicted spare, and its seats with their footprints. A dry run, a window rolled back or failed, or a
     report without the host (each window run starts its own report) is refused: the host does
     not run that plan."""
     try:
@@ -138,9 +155,10 @@ def _from_report(path, host):
     try:
         finished = datetime.datetime.strptime(section["finished"], "%Y-%m-%dT%H:%M:%SZ")
         gpus = section["plan"]["gpus"]
-    except (KeyError, TypeError, ValueError):
+        seats = section["plan"].get("seats") or []
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise PrometheusError("report: %s has no finished window with a plan for host %s" % (path, host)) from None
-    return finished.replace(tzinfo=datetime.timezone.utc).timestamp(), gpus
+    return finished.replace(tzinfo=datetime.timezone.utc).timestamp(), gpus, seats
 
 
 def gpu_plateau(params, clock=time.time):
@@ -148,9 +166,9 @@ def gpu_plateau(params, clock=time.time):
     if params.get("report"):
         if not params.get("host"):
             raise PrometheusError("host: expected the inventory host whose window the report holds, with report")
-        since, plan_gpus = _from_report(params["report"], params["host"])
+        since, plan_gpus, plan_seats = _from_report(params["report"], params["host"])
         params = dict(params, since=params["since"] if params.get("since") is not None else since,
-                      gpus=params["gpus"] or plan_gpus)
+                      gpus=params["gpus"] or plan_gpus, seats=params["seats"] or plan_seats)
     if not params.get("gpus") or params.get("since") is None:
         raise PrometheusError("gpus and since: expected the host's cards and when the window ended, or report "
                               "(a window's report.json) and host")
@@ -167,8 +185,116 @@ def gpu_plateau(params, clock=time.time):
     for name in ("margin_mib", "tolerance_mib"):
         if params[name] < 0:
             raise PrometheusError("%s: expected MiB >= 0, got %r" % (name, params[name]))
+    reading, planned = None, planned_footprints(params.get("seats") or [])
+    if params.get("reading") is not None:
+        if not params.get("host"):
+            raise PrometheusError("host: expected the inventory host the reading is of, with reading")
+        try:
+            reading = check_reading(params["reading"], "reading")
+        except ReadingError as exc:
+            raise PrometheusError(str(exc)) from None
     prom = connect(params)
     window = {"since": since, "settle_s": settle_s, "at": at}
     cards = [card_plateau(prom, card, window, params) for card in gpus]
-    return {"changed": False, "gpus": cards, "flagged": [card["index"] for card in cards if card["flags"]],
-            "window": window, "table": plateau_table(cards)}
+    result = {"changed": False, "gpus": cards, "window": window, "svg": plateau_svg(prom, cards, window, params)}
+    if reading is not None:
+        result["seats"] = seat_verdicts(reading, cards, planned, params["tolerance_mib"])
+        result["snapshot"] = plateau_snapshot(reading, cards, result["seats"], params["host"], window)
+    result.update(flagged=[card["index"] for card in cards if card["flags"]], table=plateau_table(cards))
+    return result
+
+
+def plateau_svg(prom, cards, window, params):
+    """Each card's memory over the window: what it held, the boot transient shaded, its plateau
+    and the plan's line (what it would hold with the plan's predicted spare left free)."""
+    panels = []
+    for card in cards:
+        sel = "{UUID=%s}" % json.dumps(card["uuid"])
+        used = prom.query_range("max_over_time(DCGM_FI_DEV_FB_USED%s[{step}s])" % sel, window["since"], window["at"]) if card["metrics"] else []
+        capacity = prom.value("DCGM_FI_DEV_FB_USED%s + DCGM_FI_DEV_FB_FREE%s" % (sel, sel), window["at"]) \
+            if card["metrics"] else None
+        planned = None if capacity is None or card["predicted_spare_mib"] is None else \
+            int(capacity) - card["predicted_spare_mib"]
+        panels.append({
+            "title": "GPU %s %s" % (card["index"], card["uuid"]), "start": window["since"], "end": window["at"],
+            "series": [("used MiB (each step's most)", used[0][1] if used else [])],
+            "lines": [("plateau", card["plateau_used_mib"]), ("plan", planned)],
+            "shade": (window["since"], window["since"] + window["settle_s"], "boot transient"), "unit": "MiB"})
+    return chart_svg("%smemory per GPU after the window (DCGM_FI_DEV_FB_USED)" % (
+        "%s: " % params["host"] if params.get("host") else ""), panels)
+
+
+def planned_footprints(seats):
+    """``{(seat, uuid): planned MiB}``: each plan seat's footprint on each of its GPUs (a
+    footprint is per GPU: a tensor-parallel seat holds it on each)."""
+    planned = {}
+    for position, seat in enumerate(seats):
+        name = seat.get("name") if isinstance(seat, dict) else None
+        footprint = seat.get("footprint_mib") if isinstance(seat, dict) else None
+        uuids = seat.get("gpus") if isinstance(seat, dict) else None
+        if not isinstance(name, str) or isinstance(footprint, bool) or not isinstance(footprint, int) or \
+                not isinstance(uuids, list) or not all(isinstance(uuid, str) for uuid in uuids):
+            raise PrometheusError("seats[%d]: expected a plan's seat with its name, gpus (UUIDs) and footprint_mib, "
+                                  "got %r" % (position, seat))
+        for uuid in uuids:
+            planned[(name, uuid)] = footprint
+    return planned
+
+
+def seat_verdicts(reading, cards, planned, tolerance_mib):
+    """Each planned seat on each card: what the reading shows it holding against its planned
+    footprint. One holding more than the tolerance above it adds a flag to its card."""
+    held = seat_mib(reading)
+    by_uuid = {card["uuid"]: card for card in cards}
+    verdicts = []
+    for (name, uuid), footprint in sorted(planned.items(), key=lambda item: (item[0][1], item[0][0])):
+        card = by_uuid.get(uuid)
+        if card is None:
+            continue
+        holds = held.get(name, {}).get(uuid)
+        verdict = {"seat": name, "index": card["index"], "uuid": uuid, "held_mib": holds,
+                   "planned_mib": footprint, "over_plan_mib": None if holds is None else holds - footprint}
+        verdicts.append(verdict)
+        if holds is not None and holds - footprint > tolerance_mib:
+            card["flags"].append("seat %s holds %s MiB, %s MiB above its planned footprint of %s MiB" % (
+                name, "{:,}".format(holds), "{:,}".format(holds - footprint), "{:,}".format(footprint)))
+        elif holds is None:
+            card["flags"].append("seat %s is not in the host's reading of this card (planned %s MiB)"
+                                 % (name, "{:,}".format(footprint)))
+    return verdicts
+
+
+# What of the watch the next window's report shows, per card.
+WATCH_CARD_FIELDS = ("index", "uuid", "plateau_used_mib", "least_free_mib", "creep_mib_per_hour",
+                     "predicted_spare_mib", "flags")
+
+
+def plateau_snapshot(reading, cards, seats, host, window):
+    """The plateau snapshot (gpu_info's format) of ``reading`` with each card raised to the
+    plateau Prometheus saw where that is higher, and the watch's verdict under ``watch``."""
+    plateaus = {card["uuid"]: card for card in cards}
+    gpus = []
+    for gpu in reading["gpus"]:
+        gpu = dict(gpu)
+        card = plateaus.get(gpu["uuid"]) or {}
+        above = min((card.get("plateau_used_mib") or 0), gpu["memory_total_mib"]) - gpu["memory_used_mib"]
+        if above > 0:
+            # DCGM does not say whose it was: counted as memory not ours, and said so
+            gpu["memory_used_mib"] += above
+            gpu["unattributed_mib"] = (gpu.get("unattributed_mib") or 0) + above
+            free = max(0, (gpu.get("memory_free_mib") or 0) - above)
+            if card.get("least_free_mib") is not None:
+                free = min(free, card["least_free_mib"])
+            gpu["memory_free_mib"] = free
+        gpu["plateau_above_reading_mib"] = max(above, 0) if card else None
+        gpus.append(gpu)
+    snapshot = build_snapshot(dict(reading, gpus=gpus, source=reading.get("source") or "gpu_info"), host, utc_timestamp(
+        datetime.datetime.fromtimestamp(window["at"], datetime.timezone.utc)))
+    snapshot["watch"] = {
+        "window": dict(window, settled_from=utc_timestamp(datetime.datetime.fromtimestamp(
+            window["since"] + window["settle_s"], datetime.timezone.utc))),
+        "gpus": [{field: card[field] for field in WATCH_CARD_FIELDS} for card in cards],
+        "seats": seats,
+        "flagged": [card["index"] for card in cards if card["flags"]],
+    }
+    return snapshot

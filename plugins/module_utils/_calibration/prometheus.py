@@ -5,8 +5,9 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""A Prometheus server's instant queries over its HTTP API (``/api/v1/query``), each bounded in
-time by the server's own ``timeout``; the one HTTP client of the collection underneath."""
+"""A Prometheus server's instant and range queries over its HTTP API (``/api/v1/query``,
+``/api/v1/query_range``), each bounded in time by the server's own ``timeout`` and a range in
+points; the one HTTP client of the collection underneath."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ ERROR_CHARS = 300
 # A Prometheus duration as this collection writes one into a query: a number and one unit.
 DURATION_RE = re.compile(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A range query asks for at most this many points per series: what a plot has room for.
+RANGE_POINTS = 400
 
 
 # The options every module that asks Prometheus takes (their docs: plugins/doc_fragments/_prometheus.py).
@@ -59,8 +62,28 @@ class Prometheus:
 
     def query(self, expr, at):
         """The instant vector of ``expr`` at the Unix time ``at``: ``[(labels, value)]``."""
-        path = "/api/v1/query?" + urllib.parse.urlencode(
-            {"query": expr, "time": "%.3f" % at, "timeout": "%ds" % max(1, int(self.timeout))})
+        data = self._ask("/api/v1/query", expr, {"time": "%.3f" % at})
+        if data.get("resultType") == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(item.get("metric") or {}, float(item["value"][1])) for item in data.get("result") or []]
+
+    def query_range(self, expr, start, end):
+        """``expr`` from ``start`` to ``end`` in range_step() steps: ``[(labels, [(time, value)])]``,
+        NaN samples left out. ``{step}`` in ``expr`` is the step in seconds, so that
+        ``max_over_time(...[{step}s])`` keeps each step's peak."""
+        step = range_step(start, end)
+        expr = expr.replace("{step}", str(step))
+        data = self._ask("/api/v1/query_range", expr, {"start": "%.3f" % start, "end": "%.3f" % end, "step": "%ds" % step})
+        series = []
+        for item in data.get("result") or []:
+            points = [(float(when), float(value)) for when, value in item.get("values") or []]
+            series.append((item.get("metric") or {}, [(when, value) for when, value in points if not math.isnan(value)]))
+        return series
+
+    def _ask(self, endpoint, expr, params):
+        """The ``data`` of the server's answer to ``expr`` at ``endpoint``."""
+        path = endpoint + "?" + urllib.parse.urlencode(
+            dict(params, query=expr, timeout="%ds" % max(1, int(self.timeout))))
         try:
             status, reply = self.client.call_json("GET", path)
         except Unreachable as exc:
@@ -70,10 +93,7 @@ class Prometheus:
                 self.client.root, status, _quoted(error_message(str(reply)))))
         if status != 200 or reply.get("status") != "success":
             raise PrometheusError("the query %s was refused (HTTP %d): %s" % (expr, status, _quoted(reply.get("error"))))
-        data = reply.get("data") or {}
-        if data.get("resultType") == "scalar":
-            return [({}, float(data["result"][1]))]
-        return [(item.get("metric") or {}, float(item["value"][1])) for item in data.get("result") or []]
+        return reply.get("data") or {}
 
     def value(self, expr, at):
         """The single value of ``expr`` at ``at``, or None when it has no sample (NaN is None)."""
@@ -81,6 +101,11 @@ class Prometheus:
         if not found or found[0][1] != found[0][1]:
             return None
         return found[0][1]
+
+
+def range_step(start, end):
+    """The step, in whole seconds, of a range from ``start`` to ``end`` in at most RANGE_POINTS."""
+    return max(1, math.ceil((end - start) / RANGE_POINTS))
 
 
 def unix_time(value, what):

@@ -143,11 +143,15 @@ def read_cards(source="auto", snapshot_path=None, save_snapshot_path=None, snaps
             snapshot = read_snapshot_file(snapshot_path)
         except SnapshotError as exc:
             raise CardsError(str(exc)) from None
-        return {"changed": False, "source": "snapshot", "gpus": snapshot["gpus"],
-                "driver_version": snapshot.get("driver_version"),
-                "nvml_version": snapshot.get("nvml_version"),
-                "cuda_version": snapshot.get("cuda_version"),
-                "snapshot": _snapshot_summary(os.path.abspath(snapshot_path), snapshot), "warnings": []}
+        result = {"changed": False, "source": "snapshot", "gpus": snapshot["gpus"],
+                  "driver_version": snapshot.get("driver_version"),
+                  "nvml_version": snapshot.get("nvml_version"),
+                  "cuda_version": snapshot.get("cuda_version"),
+                  "snapshot": _snapshot_summary(os.path.abspath(snapshot_path), snapshot), "warnings": []}
+        if "watch" in snapshot:
+            # a plateau snapshot playbooks/watch_plateau.yml wrote: its verdict, for the next report
+            result["watch"] = snapshot["watch"]
+        return result
     if snapshot_path:
         raise CardsError("snapshot_path: only read with source=snapshot (source is %s); to "
                          "record this reading use save_snapshot_path" % source)

@@ -117,6 +117,34 @@ def _check_process_fields(process, at, check):
           at + ".args", "a list of strings or null", args)
 
 
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_watch_fields(watch, check):
+    """A watch's verdict (gpu_plateau's, kept in a plateau snapshot) as the next plan shows it:
+    ``check(condition, field, expected, value)`` raises."""
+    check(isinstance(watch, dict), "watch", "an object (gpu_plateau's verdict)", watch)
+    window = watch.get("window")
+    check(isinstance(window, dict) and all(_is_number(window.get(key)) for key in ("since", "settle_s", "at")),
+          "watch.window", "{since, settle_s, at} in seconds", window)
+    for kind, fields in (("gpus", {"index": _is_int, "uuid": lambda v: isinstance(v, str)}),
+                         ("seats", {"seat": lambda v: isinstance(v, str), "index": _is_int})):
+        entries = watch.get(kind)
+        check(isinstance(entries, list), "watch.%s" % kind, "a list", entries)
+        for number, entry in enumerate(entries):
+            at = "watch.%s[%d]" % (kind, number)
+            check(isinstance(entry, dict), at, "an object", entry)
+            for field, valid in fields.items():
+                check(valid(entry.get(field)), "%s.%s" % (at, field), "a %s" % field, entry.get(field))
+            for field, value in entry.items():
+                if field.endswith(("_mib", "_hour")):
+                    check(value is None or _is_number(value), "%s.%s" % (at, field), "a number or null", value)
+            flags = entry.get("flags", [])
+            check(isinstance(flags, list) and all(isinstance(flag, str) for flag in flags), at + ".flags",
+                  "a list of strings", flags)
+
+
 def _no_constant(name):
     raise ValueError("%s is not a number a card reports" % name)
 
@@ -151,6 +179,8 @@ def load_snapshot(text, path):
         if gpu["uuid"] in seen:
             raise SnapshotError("snapshot %s: gpus[%d].uuid: %s appears twice" % (path, number, gpu["uuid"]))
         seen.add(gpu["uuid"])
+    if "watch" in snapshot:
+        _check_watch_fields(snapshot["watch"], lambda ok, field, expected, value: _check(ok, path, field, expected, value))
     return snapshot
 
 
@@ -266,6 +296,9 @@ def check_reading(reading, what):
             check(used is None or (_is_int(used) and used >= 0), at, "a process with used_mib (whole MiB or null)",
                   process)
             _check_process_fields(process, at, check)
+    if reading.get("watch") is not None:
+        _check_watch_fields(reading["watch"], lambda ok, field, expected, value: check(
+            ok, "%s: %s" % (what, field), expected, value))
     return reading
 
 

@@ -14,6 +14,8 @@ with these functions and writes its own files through write_text(); it writes no
 
 from __future__ import annotations
 
+import datetime
+
 import json
 import os
 from xml.sax.saxutils import escape
@@ -118,6 +120,7 @@ def plan_markdown(plan):
         if notes:
             lines += [""] + notes
     lines += calibration_markdown(plan["seats"])
+    lines += watch_markdown(plan.get("last_watch"))
     written = ["%s: %s" % (seat["name"], ", ".join("%s %s" % item for item in seat["declared_sizes"].items()))
                for seat in plan["seats"] if seat.get("declared_sizes")]
     if written:
@@ -217,6 +220,45 @@ def calibration_markdown(seats):
             seat["name"], mib_cell(cal["requests"]), mib_cell(cal["peak_kv_tokens"]), usage, by_rule, cal["by_rule"],
             by_demand, chosen, "; ".join(_calibration_notes(cal))))
     return lines
+
+
+def _text_cell(value):
+    """Text from a file on the controller, as one table cell."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def watch_markdown(watch):
+    """How the cards settled after the window before (a plateau snapshot's watch): per card its
+    plateau, least free, creep and verdict; each seat held above its planned footprint."""
+    if not watch:
+        return []
+    window = watch["window"]
+    lines = ["", "### How the cards settled after the last window", "",
+             "Read at %s, from %s (%s of boot transient left out)%s." % (
+                 _utc(window["at"]), _utc(window["since"] + window["settle_s"]), _hours(window["settle_s"]),
+                 "; snapshot `%s`" % _text_cell(watch["snapshot"]) if watch.get("snapshot") else ""),
+             "", "| GPU | plateau MiB | least free MiB | plan's spare MiB | creep MiB/h | verdict |",
+             "|---|---|---|---|---|---|"]
+    for card in watch["gpus"]:
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            card["index"], mib_cell(card.get("plateau_used_mib")), mib_cell(card.get("least_free_mib")),
+            mib_cell(card.get("predicted_spare_mib")),
+            "-" if card.get("creep_mib_per_hour") is None else "%+.1f" % card["creep_mib_per_hour"],
+            _text_cell("; ".join(card.get("flags") or []) or "settled as planned")))
+    grew = [seat for seat in watch["seats"] if (seat.get("over_plan_mib") or 0) > 0]
+    if grew:
+        lines += ["", "Seats holding more than their planned footprint then: %s." % "; ".join(
+            "%s on GPU %s %s MiB (+%s)" % (_text_cell(seat["seat"]), seat["index"], mib_cell(seat.get("held_mib")),
+                                           mib_cell(seat["over_plan_mib"])) for seat in grew)]
+    return lines
+
+
+def _utc(seconds):
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _hours(seconds):
+    return "%gh" % round(seconds / 3600, 2) if seconds >= 3600 else "%ds" % seconds
 
 
 def _calibration_notes(cal):

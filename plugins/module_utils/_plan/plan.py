@@ -427,6 +427,9 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     plan = _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mib)
     plan["warnings"] = current_warnings + window_warnings + plan["warnings"]
     plan["retire"] = spec["retire"]
+    if plateau and plateau.get("watch"):
+        # how the cards settled after the window before, as playbooks/watch_plateau.yml saw it
+        plan["last_watch"] = dict(plateau["watch"], snapshot=(plateau.get("snapshot") or {}).get("path"))
     return plan
 
 

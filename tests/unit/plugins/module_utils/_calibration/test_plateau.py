@@ -9,7 +9,14 @@ import re
 
 import pytest
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plateau import GPU_PLATEAU_SPEC, gpu_plateau
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plateau import (
+    GPU_PLATEAU_SPEC,
+    gpu_plateau,
+    planned_footprints,
+    plateau_snapshot,
+    seat_verdicts,
+)
+from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import read_snapshot_file, seat_mib
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import PrometheusError
 from support.local_http import canned as serving
 
@@ -79,3 +86,64 @@ def test_the_margin_is_not_asked_of_a_card_a_seat_claims_whole(own_headroom_seat
     assert card["least_free_mib"] == 100
     assert any("below the margin of 512 MiB" in flag for flag in card["flags"]) is below_margin
     assert any(flag.startswith("still creeping") for flag in card["flags"]), "the creep is judged on every card"
+
+
+def _card(uuid, index, plateau, least_free, spare=None):
+    return {"index": index, "uuid": uuid, "metrics": True, "transient_peak_used_mib": plateau, "plateau_used_mib": plateau,
+            "least_free_mib": least_free, "creep_mib_per_hour": 0.0, "predicted_spare_mib": spare, "settled": True,
+            "flags": [], "detail": ""}
+
+
+GPU1 = "GPU-5b0c6e8e-0000-4000-8000-000000000001"
+READING = {"source": "nvml", "driver_version": "580.95.05", "gpus": [
+    {"index": 0, "uuid": GPU0, "memory_total_mib": 97887, "memory_used_mib": 50780, "memory_free_mib": 46575,
+     "memory_reserved_mib": 532, "attributed_mib": 50480, "unattributed_mib": 300,
+     "processes": [{"pid": 11, "used_mib": 20480, "seat": "gen-small", "container": "vllm-gen-small"},
+                   {"pid": 12, "used_mib": 30000, "compose_service": "coder", "container": "fv-coder-1"}]},
+    {"index": 1, "uuid": GPU1, "memory_total_mib": 97887, "memory_used_mib": 200, "memory_free_mib": 97155,
+     "memory_reserved_mib": 532, "processes": []}]}
+
+
+def test_a_seat_above_its_footprint_flags_its_card_and_one_not_running_is_named():
+    cards = [_card(GPU0, 0, 50780, 46575), _card(GPU1, 1, 200, 97155)]
+    planned = planned_footprints([{"name": "gen-small", "gpus": [GPU0], "footprint_mib": 19000},
+                                  {"name": "coder", "gpus": [GPU0], "footprint_mib": 29800},
+                                  {"name": "judge", "gpus": [GPU1], "footprint_mib": 8000}])
+    verdicts = seat_verdicts(READING, cards, planned, tolerance_mib=512)
+    assert [(v["seat"], v["held_mib"], v["over_plan_mib"]) for v in verdicts] == [
+        ("coder", 30000, 200), ("gen-small", 20480, 1480), ("judge", None, None)]
+    # 200 MiB over is within the tolerance; 1,480 is not
+    assert cards[0]["flags"] == ["seat gen-small holds 20,480 MiB, 1,480 MiB above its planned footprint of 19,000 MiB"]
+    assert cards[1]["flags"] == ["seat judge is not in the host's reading of this card (planned 8,000 MiB)"]
+
+
+def test_the_snapshot_is_the_reading_raised_to_the_plateau_and_the_next_plan_reads_it(tmp_path):
+    # GPU 0 held 700 MiB more at its plateau than the reading shows now; GPU 1 no more
+    cards = [_card(GPU0, 0, 51480, 45800, spare=47000), _card(GPU1, 1, 150, 97205)]
+    cards[0]["flags"].append("45800 MiB free at the plateau, 1200 MiB below the plan's predicted spare")
+    window = {"since": 1.8e9, "settle_s": 3600, "at": 1.8e9 + 86400}
+    snapshot = plateau_snapshot(READING, cards, [], "fv-ml1", window)
+    path = tmp_path / "plateau-fv-ml1.json"
+    path.write_text(json.dumps(snapshot))
+    kept = read_snapshot_file(str(path))   # the format the plan reads
+    gpu0, gpu1 = kept["gpus"]
+    assert (gpu0["memory_used_mib"], gpu0["memory_free_mib"], gpu0["unattributed_mib"]) == (51480, 45800, 1000)
+    assert gpu0["plateau_above_reading_mib"] == 700 and gpu1["plateau_above_reading_mib"] == 0
+    assert gpu1["memory_used_mib"] == 200, "a reading above the plateau is kept as read"
+    assert seat_mib(kept) == {"gen-small": {GPU0: 20480}, "coder": {GPU0: 30000}}, "each seat's share is as read"
+    assert (kept["host"], kept["taken_at"], kept["source"]) == ("fv-ml1", "2027-01-16T08:00:00Z", "nvml")
+    assert kept["watch"]["window"]["settled_from"] == "2027-01-15T09:00:00Z" and kept["watch"]["flagged"] == [0]
+    assert kept["watch"]["gpus"][0]["flags"] == cards[0]["flags"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"reading": {"gpus": "none"}}, "reading: expected a gpu_info result with a gpus list"),
+    ({"reading": READING, "host": None}, "host: expected the inventory host the reading is of, with reading"),
+    ({"reading": READING, "host": "fv-ml1", "seats": [{"name": "x", "gpus": [GPU0]}]},
+     "seats[0]: expected a plan's seat with its name, gpus (UUIDs) and footprint_mib"),
+])
+def test_a_reading_or_seats_it_cannot_hold_to_the_plan_are_refused_before_any_query(change, message):
+    with serving() as server:
+        with pytest.raises(PrometheusError, match="^" + re.escape(message)):
+            gpu_plateau(params(server.url, **dict({"host": "fv-ml1"}, **change)))
+        assert server.asked == []

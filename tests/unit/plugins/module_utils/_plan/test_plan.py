@@ -327,3 +327,33 @@ def test_the_sizing_takes_another_hosts_demand_only_when_the_operator_says_so(in
         size_seats("twin1", GPUS, seats, str(inventory), demand_snapshot=snapshot)
     sized = size_seats("twin1", GPUS, seats, str(inventory), demand_snapshot=snapshot, snapshot_host="fv-ml1")
     assert sized["seats"][0]["kv_rule"] == "demand: peak 90,000 tokens x 1.25"
+
+
+def test_the_watch_kept_in_a_plateau_snapshot_is_shown_beside_the_next_plan(inventory):
+    watch = {"window": {"since": 1.8e9, "settle_s": 3600, "at": 1.8e9 + 86400, "settled_from": "2027-01-15T09:00:00Z"},
+             "gpus": [{"index": 0, "uuid": "GPU-a", "plateau_used_mib": 41000, "least_free_mib": 40559,
+                       "creep_mib_per_hour": 0.0, "predicted_spare_mib": 41500,
+                       "flags": ["seat beta holds 20,480 MiB, 1,480 MiB above | its planned footprint"]},
+                      {"index": 1, "uuid": "GPU-b", "plateau_used_mib": 3840, "least_free_mib": 77719,
+                       "creep_mib_per_hour": None, "predicted_spare_mib": None, "flags": []}],
+             "seats": [{"seat": "beta", "index": 0, "uuid": "GPU-a", "held_mib": 20480, "planned_mib": 19000,
+                        "over_plan_mib": 1480}],
+             "flagged": [0]}
+    plateau = dict(_holding({"alpha": "GPU-a", "beta": "GPU-a"}), watch=watch,
+                   snapshot={"path": "/srv/reports/plateau-twin1.json"})
+    plan = build_plan("twin1", GPUS, SEATS, str(inventory), plateau=plateau)
+    assert plan["last_watch"]["flagged"] == [0] and plan["last_watch"]["snapshot"] == "/srv/reports/plateau-twin1.json"
+    text = plan_markdown(plan)
+    assert "### How the cards settled after the last window" in text
+    assert "Read at 2027-01-16 08:00 UTC, from 2027-01-15 09:00 UTC (1h of boot transient left out)" in text
+    # a flag's text is one cell, whatever it holds
+    assert "| 0 | 41,000 | 40,559 | 41,500 | +0.0 | seat beta holds 20,480 MiB, 1,480 MiB above \\| its planned" in text
+    assert "| 1 | 3,840 | 77,719 | - | - | settled as planned |" in text
+    assert "Seats holding more than their planned footprint then: beta on GPU 0 20,480 MiB (+1,480)." in text
+    assert "How the cards settled" not in plan_markdown(build_plan("twin1", GPUS, SEATS, str(inventory)))
+
+
+def test_a_watch_that_is_not_a_watchs_verdict_is_refused(inventory):
+    plateau = dict(_holding({}), watch={"window": {"since": "yesterday"}, "gpus": [], "seats": []})
+    with pytest.raises(PlanError, match=re.escape("host twin1: plateau: watch.window: expected {since, settle_s, at}")):
+        build_plan("twin1", GPUS, SEATS, str(inventory), plateau=plateau)
