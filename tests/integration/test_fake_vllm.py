@@ -664,7 +664,7 @@ def test_sigterm_during_boot_stops_the_seat_and_frees_the_gpu(gpus, seats, model
 
 
 def test_metrics_show_a_request_in_flight(seats, models):
-    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "40"})
+    seat = seats(models("qwen3-8b", QWEN3_8B), *PINNED, env={"FAKE_VLLM_STEP_DELAY_MS": "40"})
     worker = threading.Thread(target=seat.chat, args=([{"role": "user", "content": "word " * 5000}],))
     worker.start()
     running = 'vllm:num_requests_running{model_name="gen-small",engine="0"} 1.0'

@@ -308,8 +308,11 @@ CASES = [
     ("secret_environment a list", seat(0, secret_environment=["HF_TOKEN"]),
      "llmfleet_seats[0].secret_environment: expected a dict of NAME: value, got <secret>"),
     ("a secret nested", seat(0, secret_environment={"T": {"a": 1}}), "secret_environment.T: expected a string, number or boolean"),
-    ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "2"}),
+    ("one variable plain and secret", seat(0, environment={"T": "1"}, secret_environment={"T": "22222222"}),
      "expected one value (it is in environment and secret_environment)"),
+    # Ansible hides a secret's value wherever it occurs: "2" would hide parts of the window's figures
+    ("a secret too short to hide", seat(0, environment={"FAKE_TOKEN_DELAY": "2"}),
+     "environment.FAKE_TOKEN_DELAY: expected a secret of at least 8 characters (a secret's value is hidden wherever"),
     ("a secret in a misspelt field", seat(0, secret_enviroment={"HF_TOKEN": TOKEN}), "secret_enviroment: expected a known field"),
     ("a token as an unknown field", seat(0, hf_token=TOKEN), "llmfleet_seats[0].hf_token: expected a known field for a vllm seat (typo?), got <secret>"),
     ("a token in seat defaults for an unknown engine", host(llmfleet_seat_defaults={"sglang": {"environment": {"HF_TOKEN": TOKEN}}}),
@@ -377,6 +380,8 @@ CASES = [
     ("a token flag on the command line", seat(0, extra_args=["--hf-token", TOKEN]), "expected no secret on the command line (--hf-token)"),
     *[("api_key %r" % (value,), seat(0, api_key=value), "llmfleet_seats[0].api_key: expected the seat's API key")
       for value in ("", "two " + TOKEN, TOKEN + "'", 5, {"vault": TOKEN})],
+    ("an api_key too short to hide", seat(0, api_key="sk-1"),
+     "llmfleet_seats[0].api_key: expected a secret of at least 8 characters"),
     ("api_key and VLLM_API_KEY both", seat(0, api_key=TOKEN, secret_environment={"VLLM_API_KEY": TOKEN}),
      "llmfleet_seats[0].secret_environment.VLLM_API_KEY: expected one value (it is in environment and secret_environment, "
      "or is the api_key's), got <secret>"),

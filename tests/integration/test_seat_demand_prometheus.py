@@ -32,7 +32,7 @@ FV_ML1 = REPO_ROOT / "inventories" / "fv-ml1"
 
 def test_a_seats_demand_is_what_its_traffic_was(gpus, models, seats, tmp_path):
     config = models("qwen3-8b", QWEN3_8B)
-    busy = seats(config, "--served-model-name", "gen-small", *PINNED, env={"FAKE_VLLM_TOKEN_DELAY_MS": "1"})
+    busy = seats(config, "--served-model-name", "gen-small", *PINNED, env={"FAKE_VLLM_STEP_DELAY_MS": "1"})
     # fv-ml1's own names: gen-small, and meromero-rp (served as char-rp), idle
     idle = seats(config, "--served-model-name", "char-rp", *PINNED, device=GPU1)
     # the same name on a second target, as on a second host: it must not be summed with the first

@@ -71,6 +71,9 @@ SECRET_NAME_RE = re.compile(
 SECRET_VAR_PREFIX = "SEAT_SECRET_"
 # What stands for a secret's value everywhere but the .env.
 REDACTED = "<secret>"
+# Ansible hides every occurrence of a secret's value in what a module returns and prints: a secret
+# shorter than this would hide parts of a window's figures ("2" turns 12.6 s into a masked string).
+SECRET_MIN_CHARS = 8
 
 # The label on every container the collection runs: its value is the seat's name.
 MANAGED_LABEL = "io.llmfleet.seat"

@@ -37,6 +37,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     KV_FACTOR,
     NETWORK_NAME_RE,
     REDACTED,
+    SECRET_MIN_CHARS,
     SECRET_NAME_RE,
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
@@ -162,6 +163,15 @@ def _scalar_text(value):
     return None
 
 
+_SHORT_SECRET = ("a secret of at least %d characters (a secret's value is hidden wherever it occurs in what a "
+                 "window prints and records, so a shorter one would hide parts of its figures; a variable named "
+                 "with TOKEN, KEY, PASSWORD, AUTH... is a secret)" % SECRET_MIN_CHARS)
+
+
+def _secret_length(text):
+    return "%s of %d character%s" % (REDACTED, len(text), "" if len(text) == 1 else "s")
+
+
 def _environment(check, where, raw):
     """``(plain, secret)``: the seat's variables as text, a secret's value where only the 0600
     .env holds it. ``secret_environment``, names that look like secrets (``*TOKEN*``,
@@ -174,6 +184,8 @@ def _environment(check, where, raw):
         if key is None or not key.strip() or "'" in key or any(c.isspace() for c in key) or too_long(key):
             check.fail(where, "api_key", "the seat's API key: one word of text (a vault reference), without "
                        "a single quote, of at most %d bytes" % VALUE_MAX_BYTES, REDACTED)
+        elif len(key) < SECRET_MIN_CHARS:
+            check.fail(where, "api_key", _SHORT_SECRET, _secret_length(key))
         else:
             secret[variable] = key
     for field in ("environment", "secret_environment"):
@@ -195,6 +207,9 @@ def _environment(check, where, raw):
             if hidden and not text.strip():
                 check.fail(where, "%s.%s" % (field, name), "a secret's value (it is empty: a vault "
                            "variable that was never set?)", REDACTED)
+                continue
+            if hidden and len(text) < SECRET_MIN_CHARS:
+                check.fail(where, "%s.%s" % (field, name), _SHORT_SECRET, _secret_length(text))
                 continue
             if too_long(text):
                 check.fail(where, "%s.%s" % (field, name), "a value of at most %d bytes (the longest "

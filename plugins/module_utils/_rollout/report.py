@@ -168,11 +168,13 @@ def _boots_markdown(boots):
     GPU's boots one after another)."""
     if not boots.get("seats"):
         return []
-    floor = boots["floor_s"]
+    floor, elapsed = boots["floor_s"], boots["elapsed_s"]
     if floor:
+        # a figure Ansible masked (a secret's value inside it) is shown as masked, not divided
+        ratio = " (%.2f x the floor)" % (elapsed / floor) if all(
+            isinstance(value, (int, float)) for value in (elapsed, floor)) else ""
         timing = ("%s s from the first start to the last seat done; the floor, the busiest GPU's "
-                  "boots one after another, is %s s (%.2f x the floor)."
-                  % (boots["elapsed_s"], floor, boots["elapsed_s"] / floor))
+                  "boots one after another, is %s s%s." % (elapsed, floor, ratio))
     else:
         timing = "%s s from the first start until the boots stopped; no seat finished its boot." % (
             boots["elapsed_s"])

@@ -84,7 +84,7 @@ class Knobs:
         self.long_request_tokens = _number(env, "FAKE_VLLM_LONG_REQUEST_TOKENS", None, int, minimum=1)
         self.crash_after_s = _number(env, "FAKE_VLLM_CRASH_AFTER_S", 1.0, float)
         self.reply_tokens = _number(env, "FAKE_VLLM_REPLY_TOKENS", 24, int, minimum=1)
-        self.token_delay_s = _number(env, "FAKE_VLLM_TOKEN_DELAY_MS", 0.0, float) / 1000.0
+        self.token_delay_s = _number(env, "FAKE_VLLM_STEP_DELAY_MS", 0.0, float) / 1000.0
         self.watchdog_s = _number(env, "FAKE_VLLM_WATCHDOG_S", 5.0, float)
         fault = (env.get("FAKE_VLLM_FAULT") or "").strip()
         if fault and fault not in FAULTS:

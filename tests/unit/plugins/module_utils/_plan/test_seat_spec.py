@@ -128,16 +128,16 @@ def test_a_host_without_a_seat_list_is_refused():
 
 
 def test_seat_secrets_of_one_seat_or_of_every_seat():
-    seats = [vllm_seat(name="coder", secret_environment={"HF_TOKEN": "hf_a"}),
-             vllm_seat(name="gen-small", environment={"UPSTREAM_API_KEY": "sk-b", "LOG_LEVEL": "info"}),
+    seats = [vllm_seat(name="coder", secret_environment={"HF_TOKEN": "hf_aaaaaaaa"}),
+             vllm_seat(name="gen-small", environment={"UPSTREAM_API_KEY": "sk-bbbbbbbb", "LOG_LEVEL": "info"}),
              vllm_seat(name="plain")]
-    defaults = {"vllm": {"secret_environment": {"SHARED_TOKEN": "t"}}}
-    assert seat_secrets(seats, "coder") == {"HF_TOKEN": "hf_a"}
+    defaults = {"vllm": {"secret_environment": {"SHARED_TOKEN": "tttttttt"}}}
+    assert seat_secrets(seats, "coder") == {"HF_TOKEN": "hf_aaaaaaaa"}
     assert seat_secrets(seats, "nobody") == {}
     every = seat_secrets(seats, seat_defaults=defaults)
-    assert every == {"coder": {"HF_TOKEN": "hf_a"},  # its own secret_environment replaces the default one
-                     "gen-small": {"UPSTREAM_API_KEY": "sk-b", "SHARED_TOKEN": "t"},
-                     "plain": {"SHARED_TOKEN": "t"}}
+    assert every == {"coder": {"HF_TOKEN": "hf_aaaaaaaa"},  # its own secret_environment replaces the default one
+                     "gen-small": {"UPSTREAM_API_KEY": "sk-bbbbbbbb", "SHARED_TOKEN": "tttttttt"},
+                     "plain": {"SHARED_TOKEN": "tttttttt"}}
     assert all(seat_secrets(seats, name, defaults) == every[name] for name in every), "one seat's is its part of every seat's"
 
 

@@ -95,6 +95,12 @@ def test_the_boots_show_each_seats_seconds_beside_the_floor(tmp_path):
     assert "4.0 s from the first start until the boots stopped; no seat finished its boot." in (
         tmp_path / "report.md").read_text()
 
+    # a figure Ansible masked (a secret's value occurs in it) is shown as it came, not divided
+    masked = dict(boots, elapsed_s="VALUE_SPECIFIED_IN_NO_LOG_PARAMETER", floor_s="********.5")
+    write_report(str(tmp_path), "run-3", "twin1", dict(SECTION, boots=masked), False, False)
+    assert ("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER s from the first start to the last seat done; the floor, the "
+            "busiest GPU's boots one after another, is ********.5 s.") in (tmp_path / "report.md").read_text()
+
 
 def test_what_the_gateways_clients_saw_is_shown_per_route(tmp_path):
     load = {"seconds": 74.3, "routes": [
