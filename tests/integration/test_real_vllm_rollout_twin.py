@@ -19,15 +19,9 @@ import yaml
 
 from support.litellm import stop
 from support.real_vllm import REAL_ENGINE_FLEET, real_engine_fleet
-from support.rollout import assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
+from support.rollout import address_of, assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
 
 pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
-
-
-def _address(twin_inventory):
-    hosts = {name: host for group in yaml.safe_load(open(twin_inventory).read())["all"]["children"].values()
-             for name, host in (group.get("hosts") or {}).items()}
-    return hosts["twin1"]["ansible_host"]
 
 
 def _gateway(twin_inventory, tmp_path):
@@ -37,7 +31,7 @@ def _gateway(twin_inventory, tmp_path):
     config = tmp_path / "litellm.yaml"
     config.write_text(yaml.safe_dump({
         "model_list": [{"model_name": "tiny", "litellm_params": {
-            "model": "hosted_vllm/tiny", "api_base": "http://%s:8301/v1" % _address(twin_inventory)}}],
+            "model": "hosted_vllm/tiny", "api_base": "http://%s:8301/v1" % address_of(twin_inventory)}}],
         "litellm_settings": {"num_retries": 0, "request_timeout": 120},
         "general_settings": {"master_key": key}}))
     return LiteLLMProxy(litellm_bin(), config, key)
@@ -82,7 +76,7 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         free = gates[("GPU 0", "free_mib_boot")]
         assert free["ok"] and 81559 - free["measured"] > 200, free
 
-        address = _address(twin_inventory)
+        address = address_of(twin_inventory)
         with urllib.request.urlopen("http://%s:8301/v1/models" % address, timeout=30) as reply:
             models = json.loads(reply.read())
         assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [("tiny", 2048)]

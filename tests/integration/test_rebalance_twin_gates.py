@@ -10,17 +10,26 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
+import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_ansible
-from support.rollout import (FLEET, HOSTS, OPERATOR, assert_rolled_back, fleet, fleet_with,
+from conftest import REPO_ROOT, run_ansible
+from support.litellm import free_port, stop
+from support.prometheus import PrometheusServer
+from support.rollout import (FLEET, HOSTS, OPERATOR, address_of, assert_rolled_back, fleet, fleet_with,
                              gates_failed, live, operator_account, rebalance, report_of, state,
                              states, twin, twin_pair, wait_healthy)
+from support.wait import wait_for
+from twinlib.host import GPU_STATE
 
 pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
+DCGM_EXPORTER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "dcgm_exporter.py"
 
 
 @pytest.fixture(scope="module")
@@ -208,11 +217,9 @@ def test_a_gpu_short_of_memory_before_start_is_refused_and_rolled_back(twin_inve
 @pytest.fixture
 def gateway(twin_inventory, tmp_path):
     """A real LiteLLM in front of twin1's seats, as the fleet's gateway would be."""
-    from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
+    from support.litellm import LiteLLMProxy, litellm_bin  # the litellm venv is only built for this
 
-    hosts = {name: host for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
-             for name, host in (group.get("hosts") or {}).items()}
-    address = hosts["twin1"]["ansible_host"]
+    address = address_of(twin_inventory)
     key = "sk-" + os.urandom(16).hex()
     config = tmp_path / "litellm.yaml"
     # alpha's route is a thinking alias (seed 002): the gateway turns thinking on for it
@@ -295,11 +302,9 @@ def test_the_rebalance_ends_with_the_gateway_contract_and_rolls_back_a_broken_on
 def failover_gateway(twin_inventory, tmp_path):
     """A real LiteLLM whose route alpha falls back to the gamma seat (router fallbacks), beside
     alpha-solo, the same seat with nothing to fall back on; no retries, so each failure counts."""
-    from support.litellm import LiteLLMProxy, litellm_bin, stop  # the litellm venv is only built for this
+    from support.litellm import LiteLLMProxy, litellm_bin  # the litellm venv is only built for this
 
-    hosts = {name: host for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
-             for name, host in (group.get("hosts") or {}).items()}
-    address = hosts["twin1"]["ansible_host"]
+    address = address_of(twin_inventory)
     key = "sk-" + os.urandom(16).hex()
 
     def deployment(route, served, port, **extra):
@@ -368,3 +373,98 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
     assert "### The gateway's routes after the window" in markdown
     assert "4 route(s) of %s to this host's seats: **1 not as they should be**." % (tmp_path / "litellm.yaml") in markdown
     assert report_of(tmp_path / "settle-report")["hosts"]["twin1"]["gateway_routes"] == {}, "no config, no audit"
+
+
+def _chat(address, port, text, max_tokens):
+    body = json.dumps({"model": "alpha", "messages": [{"role": "user", "content": text}],
+                       "max_tokens": max_tokens}).encode()
+    request = urllib.request.Request("http://%s:%d/v1/chat/completions" % (address, port), data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        return json.load(reply)["usage"]
+
+
+def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(twin_inventory, tmp_path):
+    """The operator's loop on their own host, with their own Prometheus: a window, known traffic to
+    alpha, calibrate.yml and then watch_plateau.yml (over SSH, the cards read on the host), and the
+    next plan sized from both where the inventory says so."""
+    address, host = address_of(twin_inventory), fleet.find_host("twin1")
+    port = free_port()
+    exporter = subprocess.Popen([sys.executable, str(DCGM_EXPORTER), "--state", host.path(GPU_STATE),
+                                 "--port", str(port), "--hostname", "twin1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    server = None
+    try:
+        server = PrometheusServer(tmp_path, ["127.0.0.1:%d" % port] + ["%s:%d" % (address, p) for p in (8101, 8102, 8103)])
+        counted = 'vllm:request_prompt_tokens_count{model_name="alpha"}'
+        wait_for(lambda: len(server.query(counted)) == 1 and len(server.query("DCGM_FI_DEV_FB_USED")) == 2, 90,
+                 "Prometheus's first scrape of alpha and of twin1's cards")
+        # the window: alpha now answers a token at a time, so a scrape sees its replies in flight
+        window = tmp_path / "window"
+        rebalance(fleet_with(tmp_path / "slow", alpha={"environment": {"FAKE_VLLM_STEP_DELAY_MS": "2"}}),
+                  twin_inventory, window, "-e", "target=twin1")
+        wait_healthy("twin1")
+        finished = report_of(window)["hosts"]["twin1"]["finished"]
+        wait_for(lambda: len(server.query(counted)) == 1, 60, "the restarted alpha scraped")
+        usage = [_chat(address, 8101, " ".join(["word"] * words), 32) for words in (5, 50, 500, 1500) * 3]
+        runaways = []
+        threads = [threading.Thread(target=lambda n=n: runaways.append(
+            _chat(address, 8101, "[runaway] " + " ".join(["tell"] * 300 * (n + 1)), 2500))) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        usage += runaways
+        wait_for(lambda: [float(s["value"][1]) for s in server.query(counted)] == [float(len(usage))], 60,
+                 "Prometheus's scrape after the last request")
+        at = float(server.query("timestamp(%s)" % counted)[0]["value"][1])
+        kept = tmp_path / "kept"
+        kept.mkdir()
+        twin_fleet = ["-i", str(FLEET / "hosts.yml"), "-i", twin_inventory, "-e", "target=twin1"]
+        calibrated = run_ansible(["ansible-playbook", *twin_fleet, "playbooks/calibrate.yml", "-e", json.dumps({
+            "calibrate_prometheus_url": server.url, "calibrate_window": "1h", "calibrate_step": "1s", "calibrate_at": at,
+            "calibrate_runaway_tokens": 2000, "calibrate_instance_host": address,
+            "calibrate_snapshot_path": str(kept / "demand-twin1.json")})])
+        watched = run_ansible(["ansible-playbook", *twin_fleet, "playbooks/watch_plateau.yml", "-e", json.dumps({
+            "watch_prometheus_url": server.url, "watch_report": str(window / "report.json"), "watch_settle": "1s",
+            "watch_at": at, "watch_fail_on_flags": False})])
+    finally:
+        if server is not None:
+            server.stop()
+        stop(exporter)
+    assert calibrated.returncode == 0, calibrated.stdout[-3000:]
+    assert watched.returncode == 0, watched.stdout[-3000:]
+    demand = {seat["seat"]: seat for seat in json.loads((kept / "demand-twin1.json").read_text())["seats"]}
+    alpha = demand["alpha"]
+    assert alpha["requests"] == len(usage) and alpha["instance"] == "%s:8101" % address
+    assert alpha["runaways"] == {"longer_than": 2000, "replies": 3}
+    assert 1 <= alpha["peak_running"] <= 3 and alpha["peak_kv_tokens"] > 0
+    assert demand["beta"]["requests"] == 0 and "no traffic" in demand["beta"]["detail"]
+    assert (kept / "demand-twin1.svg").read_text().startswith("<svg")
+
+    # the plateau snapshot: the twin's own cards, each seat as its host read it
+    snapshot_path = window / "plateau-twin1.json"
+    snapshot = json.loads(snapshot_path.read_text())
+    cards = json.loads(Path(host.path(GPU_STATE)).read_text())["gpus"]
+    for card, read in zip(cards, snapshot["gpus"]):
+        held = card["background_used_mib"] + sum(p["used_mib"] for p in card["processes"])
+        judged = next(gpu for gpu in snapshot["watch"]["gpus"] if gpu["uuid"] == card["uuid"])
+        assert judged["plateau_used_mib"] == held == read["memory_used_mib"], (card["uuid"], judged, read)
+    planned = {s["name"]: s for s in report_of(window)["hosts"]["twin1"]["plan"]["seats"]}
+    for verdict in snapshot["watch"]["seats"]:
+        assert verdict["held_mib"] is not None, verdict
+        assert verdict["over_plan_mib"] == verdict["held_mib"] - planned[verdict["seat"]]["footprint_mib"]
+
+    # the next plan: alpha sized from its measured demand, the cards from the watch's snapshot
+    plan_dir = tmp_path / "plan"
+    next_plan = run_ansible(["ansible-playbook", "-i", str(fleet_with(tmp_path / "next", alpha={"kv_sizing": "demand"})),
+                             "-i", twin_inventory, "-e", "target=twin1", "playbooks/plan.yml", "-e", json.dumps({
+                                 "seat_plan_report_dir": str(plan_dir),
+                                 "llmfleet_demand_snapshot": str(kept / "demand-twin1.json"),
+                                 "llmfleet_plateau_snapshot": str(snapshot_path)})])
+    assert next_plan.returncode == 0, next_plan.stdout[-3000:]
+    plan = json.loads((plan_dir / "twin1-plan.json").read_text())
+    ours = next(seat for seat in plan["seats"] if seat["name"] == "alpha")
+    assert ours["kv_rule"] == "demand: peak {:,} tokens x 1.25".format(alpha["peak_kv_tokens"])
+    assert plan["last_watch"]["snapshot"] == str(snapshot_path)
+    assert "### How the cards settled after the last window" in (plan_dir / "twin1-plan.md").read_text()

@@ -50,6 +50,13 @@ def twin_pair(spec: Path = FLEET / "spec.json", fleet_dir: Path = FLEET):
         assert down.returncode == 0, down.stdout + down.stderr
 
 
+def address_of(twin_inventory: str, host: str = "twin1") -> str:
+    """The address a twin host answers at (its ansible_host in the twin's inventory)."""
+    hosts = {name: entry for group in yaml.safe_load(Path(twin_inventory).read_text())["all"]["children"].values()
+             for name, entry in (group.get("hosts") or {}).items()}
+    return hosts[host]["ansible_host"]
+
+
 def fleet_with(tmp_path: Path, **edits) -> Path:
     """A copy of the test fleet with seat fields changed: edits = {seat: {field: value}}."""
     copy = tmp_path / "fleet"
