@@ -116,6 +116,14 @@ options:
     description: Repoint V(moved) targets to where their seat is now.
     type: bool
     default: false
+  rewrite_limits:
+    description:
+      - Set every C(model_info) limit a route to a seat declares (C(max_input_tokens), C(max_tokens),
+        C(max_output_tokens)) to what its seat serves (RV(targets[].limits)), in place, after any
+        repoint, as a window that changes a seat's context or output cap must. A limit the route
+        does not declare stays undeclared; one that is not written as a plain number is refused.
+    type: bool
+    default: false
   external_hosts:
     description: Hosts that are not seats and may be targets (for example V(api.openai.com)).
     type: list
@@ -248,7 +256,10 @@ targets:
       model_info: {max_input_tokens: 131072}
       limits: {max_input_tokens: 32768, max_tokens: 32768, max_output_tokens: 8192}
 rewrites:
-  description: The targets repointed (or that would be, in check mode).
+  description:
+    - The targets repointed (or that would be, in check mode), and with O(rewrite_limits) the
+      limits set (C(kind) V(model_info), C(where) ending in the limit's name, C(old) and C(new) the
+      numbers).
   returned: always
   type: list
   elements: dict
@@ -315,6 +326,7 @@ def main():
             },
             "scope_hosts": {"type": "list", "elements": "str", "default": []},
             "rewrite": {"type": "bool", "default": False},
+            "rewrite_limits": {"type": "bool", "default": False},
             "external_hosts": {"type": "list", "elements": "str", "default": []},
             "strict": {"type": "bool", "default": True},
             "backup_tag": {"type": "str", "default": "routes"},
@@ -331,7 +343,8 @@ def main():
         result, failure = check_routes(params["path"], params["seats"], yaml_nodes, params["rewrite"],
                                        params["external_hosts"], params["strict"], params["backup_tag"],
                                        params["backup_date"] or time.strftime("%Y%m%d"),
-                                       module.check_mode, module.no_log_values.add, params["scope_hosts"])
+                                       module.check_mode, module.no_log_values.add, params["scope_hosts"],
+                                       params["rewrite_limits"])
     if failure:
         module.fail_json(msg=failure, **result)
     if not module._diff:

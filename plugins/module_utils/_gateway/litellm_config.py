@@ -212,7 +212,7 @@ def find_targets(text, yaml_nodes, path="config.yaml"):
         target = _target(node, "api_base", "model_list[%d]" % index,
                          route=_scalar(_child(entry, "model_name")), model=_scalar(_child(params, "model")))
         target["route_key"], target["key_digest"] = _route_key(params)
-        target["model_info"] = _model_info(_child(entry, "model_info"))
+        target["model_info"], target["limit_spans"] = _model_info(_child(entry, "model_info"))
         targets.append(target)
     general = _child(root, "general_settings")
     endpoints = _child(general, "pass_through_endpoints")
@@ -227,14 +227,18 @@ def find_targets(text, yaml_nodes, path="config.yaml"):
 
 
 def _model_info(node):
-    """The token limits a route declares in its ``model_info``, as written (a limit that is not a
-    whole number is kept as text, and judged as over any seat's)."""
-    declared = {}
+    """``(limits, spans)``: the token limits a route declares in its ``model_info``, as written (a
+    limit that is not a whole number is kept as text, and judged as over any seat's), and each
+    one's character range in the text (for a limit written as a plain scalar)."""
+    declared, spans = {}, {}
     for key in LIMIT_KEYS:
-        value = _scalar(_child(node, key))
+        child = _child(node, key)
+        value = _scalar(child)
         if value is not None:
             declared[key] = int(value) if value.strip().isdigit() else value
-    return declared
+            if child.style is None:
+                spans[key] = (child.start_mark.index, child.end_mark.index)
+    return declared, spans
 
 
 def _items(node, path, what):
@@ -271,6 +275,7 @@ def judge(target, seats, external_hosts=()):
     """Add ``status``, ``seat``, ``new_target`` and ``detail`` to one target from find_targets."""
     finding = dict(target, status=None, seat=None, new_target=None, detail="", limits=None)
     finding.pop("span", None)
+    finding.pop("limit_spans", None)
     finding.pop("key_digest", None)  # findings are returned and printed: no trace of a key
     value = target["target"]
     address = split_url(value)
@@ -371,8 +376,8 @@ def repoint(url, host, port):
 
 def audit(text, seats, yaml_nodes, external_hosts=(), path="config.yaml", scope_hosts=()):
     """Judge every target in ``text`` (with ``scope_hosts``, only those on these hosts);
-    returns ``(findings, spans)``: spans[i] is the character range of findings[i]'s scalar in
-    ``text`` (None when not a plain string)."""
+    returns ``(findings, spans)``: spans[i] is ``(the character range of findings[i]'s scalar in
+    ``text`` or None when not a plain string, {model_info limit: its range})``."""
     seats = normalize_seats(seats)
     external = {host.lower() for host in external_hosts or ()}
     targets = find_targets(text, yaml_nodes, path)
@@ -380,7 +385,7 @@ def audit(text, seats, yaml_nodes, external_hosts=(), path="config.yaml", scope_
         scope = {_host(host, "scope_hosts") for host in scope_hosts}
         targets = [target for target in targets if (split_url(target["target"]) or {}).get("host") in scope]
     return [judge(target, seats, external) for target in targets], \
-        [target["span"] for target in targets]
+        [(target["span"], target.get("limit_spans") or {}) for target in targets]
 
 
 def rewrite(text, findings, spans, yaml_nodes, path="config.yaml"):
@@ -389,7 +394,7 @@ def rewrite(text, findings, spans, yaml_nodes, path="config.yaml"):
     Only the ``host:port`` characters inside each scalar change. The result is composed again
     and every rewritten target must read back as its new URL, or nothing is returned."""
     edits = {}
-    for finding, span in zip(findings, spans):
+    for finding, (span, _limit_spans) in zip(findings, spans):
         if finding["status"] != MOVED or span is None:
             continue
         start, end = span
@@ -399,23 +404,50 @@ def rewrite(text, findings, spans, yaml_nodes, path="config.yaml"):
         if raw.count(old_authority) != 1:
             raise RouteAuditError("%s line %d (%s): cannot find %s once in %r to repoint it"
                                   % (path, finding["line"], finding["where"], old_authority, raw))
-        edits[span] = (raw.replace(old_authority, new_authority), finding)
+        edits[span] = (raw.replace(old_authority, new_authority), {
+            "where": finding["where"], "kind": finding["kind"], "route": finding["route"], "line": finding["line"],
+            "old": finding["target"], "new": finding["new_target"]})
+    return _apply(text, edits, yaml_nodes, path)
+
+
+def rewrite_limits(text, findings, spans, yaml_nodes, path="config.yaml"):
+    """Set every model_info limit a route to a seat declares to what its seat serves (the
+    seat's ``limits``), in place; returns ``(new_text, rewrites)``. A limit the route does not
+    declare is left undeclared; one not written as a plain scalar is refused by name."""
+    edits = {}
+    for finding, (_span, limit_spans) in zip(findings, spans):
+        for key, serves in sorted((finding.get("limits") or {}).items()):
+            declared = finding["model_info"].get(key)
+            if declared is None or declared == serves:
+                continue
+            if key not in limit_spans:
+                raise RouteAuditError("%s line %d (%s): model_info.%s is not a plain number to set to %d; set it "
+                                      "by hand" % (path, finding["line"], finding["where"], key, serves))
+            edits[limit_spans[key]] = (str(serves), {
+                "where": "%s.model_info.%s" % (finding["where"], key), "kind": "model_info", "route": finding["route"],
+                "line": finding["line"], "old": declared, "new": serves})
+    return _apply(text, edits, yaml_nodes, path)
+
+
+def _apply(text, edits, yaml_nodes, path):
+    """``edits`` ({(start, end): (replacement, rewrite record)}) made to ``text``, read back."""
     new_text, offset = text, 0
     rewrites = []
-    for (start, end), (replacement, finding) in sorted(edits.items()):
+    for (start, end), (replacement, record) in sorted(edits.items()):
         new_text = new_text[:start + offset] + replacement + new_text[end + offset:]
         offset += len(replacement) - (end - start)
-        rewrites.append({"where": finding["where"], "kind": finding["kind"],
-                         "route": finding["route"], "line": finding["line"],
-                         "old": finding["target"], "new": finding["new_target"]})
+        rewrites.append(record)
     if rewrites:
         _verify(new_text, rewrites, yaml_nodes, path)
     return new_text, rewrites
 
 
 def _verify(new_text, rewrites, yaml_nodes, path):
-    read_back = {(target["kind"], target["where"]): target["target"]
-                 for target in find_targets(new_text, yaml_nodes, path)}
+    read_back = {}
+    for target in find_targets(new_text, yaml_nodes, path):
+        read_back[(target["kind"], target["where"])] = target["target"]
+        for key, value in target["model_info"].items():
+            read_back[("model_info", "%s.model_info.%s" % (target["where"], key))] = value
     for item in rewrites:
         if read_back.get((item["kind"], item["where"])) != item["new"]:
             raise RouteAuditError("%s line %d (%s): the rewrite would read back as %r, expected"
@@ -442,9 +474,10 @@ def problems_message(findings, path="config.yaml"):
 
 def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), strict=True,
                  backup_tag="routes", backup_date=None, check_mode=False,
-                 hide=lambda secret: None, scope_hosts=()):
-    """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved
-    (a dated backup first; the file keeps its owner and mode). ``(result,
+                 hide=lambda secret: None, scope_hosts=(), limits=False):
+    """gateway_routes: audit the config at ``path`` and, with ``repoint``, rewrite what moved,
+    and with ``limits`` every declared model_info limit to what its seat serves (a dated backup
+    first; the file keeps its owner and mode). ``(result,
     failure)``: the failure names every problem when ``strict`` and any target is wrong (all
     or nothing: a half-repointed gateway is harder to reason about than the old one).
     ``hide(key)`` is called with every key written in the file, before anything is returned."""
@@ -466,7 +499,13 @@ def check_routes(path, seats, yaml_nodes, repoint=False, external_hosts=(), stri
     if repoint:
         new_text, rewrites = rewrite(text, findings, spans, yaml_nodes, path)
         if rewrites:
-            findings, _spans = audit(new_text, seats, yaml_nodes, external_hosts, path, scope_hosts)
+            findings, spans = audit(new_text, seats, yaml_nodes, external_hosts, path, scope_hosts)
+    if limits:
+        # after the repoint: a moved route is held to the limits of the seat it now points at
+        new_text, limited = rewrite_limits(new_text, findings, spans, yaml_nodes, path)
+        if limited:
+            rewrites += limited
+            findings, spans = audit(new_text, seats, yaml_nodes, external_hosts, path, scope_hosts)
     problems = problems_message(findings, path)
     result = {"changed": False, "targets": findings, "rewrites": rewrites,
               "problems": sum(1 for finding in findings if finding["status"] in PROBLEMS),

@@ -308,3 +308,41 @@ def test_a_scoped_audit_judges_only_the_targets_on_its_hosts():
 def test_a_seats_limit_that_is_not_a_count_is_refused_naming_it():
     with pytest.raises(lc.RouteAuditError, match="seat guarded: max_model_len: expected a positive count of tokens"):
         audit(LIMITED % "", [dict(SERVED[0], max_model_len="32k")])
+
+
+def test_the_limits_follow_the_seat_in_place_after_a_repoint_and_only_where_declared(tmp_path):
+    """The seat moved from port 8040 to 8041 and its context went from 131,072 to 32,768: the
+    route is repointed, then its declared limits set to what the seat serves; an undeclared
+    one stays undeclared, comments and layout stay, and a second run changes nothing."""
+    config = tmp_path / "config.yaml"
+    before = LIMITED % "      max_input_tokens: 131072   # the old ladder's result\n      max_output_tokens: 4096"
+    config.write_text(before)
+    moved = [dict(SERVED[0], port=8041, previous_host="10.251.50.54", previous_port=8040)]
+    result, failure = lc.check_routes(str(config), moved, yaml_nodes, repoint=True, limits=True,
+                                      backup_date="20261204", backup_tag="window")
+    assert failure is None, failure
+    assert [(r["kind"], r["where"], r["old"], r["new"]) for r in result["rewrites"]] == [
+        ("api_base", "model_list[0]", "http://10.251.50.54:8040/v1", "http://10.251.50.54:8041/v1"),
+        ("model_info", "model_list[0].model_info.max_input_tokens", 131072, 32768),
+        ("model_info", "model_list[0].model_info.max_output_tokens", 4096, 8192)]
+    after = config.read_text()
+    changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line[:1] in "+-"]
+    assert changed == [sign + " " * 7 + line for sign, line in (
+        ("-", "api_base: http://10.251.50.54:8040/v1"), ("+", "api_base: http://10.251.50.54:8041/v1"),
+        ("-", "max_input_tokens: 131072   # the old ladder's result"),
+        ("+", "max_input_tokens: 32768   # the old ladder's result"),
+        ("-", "max_output_tokens: 4096"), ("+", "max_output_tokens: 8192"))]
+    assert (tmp_path / "config.yaml.bak-20261204-window").read_text() == before, "the backup is the file as it was"
+    assert [t["status"] for t in result["targets"]] == ["ok"] and "max_tokens" not in after
+    again, failure = lc.check_routes(str(config), moved, yaml_nodes, repoint=True, limits=True,
+                                     backup_date="20261204", backup_tag="window")
+    assert failure is None and again["rewrites"] == [] and not again["changed"]
+
+
+def test_a_limit_that_is_not_a_plain_number_is_left_to_the_operator_by_name(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(LIMITED % '      max_input_tokens: "131072"')
+    with pytest.raises(lc.RouteAuditError, match=r"line 5 \(model_list\[0\]\): model_info.max_input_tokens is not a "
+                                                 r"plain number to set to 32768; set it by hand"):
+        lc.check_routes(str(config), SERVED, yaml_nodes, limits=True, backup_date="20261204")
+    assert config.read_text() == LIMITED % '      max_input_tokens: "131072"', "nothing was written"
