@@ -47,20 +47,30 @@ running:
   returned: always
   type: list
   elements: str
+published:
+  description:
+    - The host port each running seat publishes now (a seat publishing one port), by seat; what
+      a window repoints the gateway's routes from when the plan moves a seat to another port.
+  returned: always
+  type: dict
+  sample: {"gen-small": 8001}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import running_at
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import running, seat_states
 
 
 def main():
     module = AnsibleModule(argument_spec={"docker_host": {"type": "str"}}, supports_check_mode=True)
     with operator_errors(module):
-        seats = seat_states(Docker(module.params["docker_host"]))
-    module.exit_json(changed=False, seats=seats, running=running(seats))
+        docker = Docker(module.params["docker_host"])
+        seats = seat_states(docker)
+        published = {seat: port for seat, (_bind, port) in running_at(docker).items()}
+    module.exit_json(changed=False, seats=seats, running=running(seats), published=published)
 
 
 if __name__ == "__main__":

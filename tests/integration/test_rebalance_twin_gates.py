@@ -7,6 +7,7 @@ starts from it and leaves it behind."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import shutil
@@ -468,3 +469,85 @@ def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(
     assert ours["kv_rule"] == "demand: peak {:,} tokens x 1.25".format(alpha["peak_kv_tokens"])
     assert plan["last_watch"]["snapshot"] == str(snapshot_path)
     assert "### How the cards settled after the last window" in (plan_dir / "twin1-plan.md").read_text()
+
+
+ROUTED = """\
+# the fleet's gateway: twin1's seats (kept by hand, comments and all)
+model_list:
+  - model_name: alpha
+    litellm_params:
+      model: hosted_vllm/alpha
+      api_base: http://%(address)s:8101/v1   # alpha on twin1
+    model_info:
+      max_input_tokens: 32768   # what the seat serves
+      max_output_tokens: 32768
+  - model_name: gamma
+    litellm_params:
+      model: hosted_vllm/gamma
+      api_base: "http://%(address)s:8103/v1"
+litellm_settings: {num_retries: 0, request_timeout: 30}
+general_settings: {master_key: %(key)s}
+"""
+
+
+@pytest.mark.litellm
+def test_a_window_repoints_the_gateway_and_keeps_its_limits_and_a_rollback_puts_the_config_back(
+        twin_inventory, tmp_path):
+    """The operator's gateway config, written by hand: the window moves alpha to another port and
+    shrinks its context, so it writes the config (dated backup), restarts the gateway and checks
+    through it. A later window that breaks a client's long request rolls back, the config with it,
+    byte for byte, and the gateway restarts on it."""
+    from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
+
+    address, key = address_of(twin_inventory), "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    original = ROUTED % {"address": address, "key": key}
+    config.write_text(original)
+    proxy = RestartableLiteLLM(litellm_bin(), config, key)
+    try:
+        first_pid = proxy.pid
+
+        def window(name, routes, **alpha):
+            written = ["-e", json.dumps({
+                "seat_rebalance_gateway_url": proxy.url, "seat_rebalance_gateway_api_key": key,
+                "seat_rebalance_gateway_routes": routes, "seat_rebalance_gateway_config": str(config),
+                "seat_rebalance_gateway_config_write": True, "seat_rebalance_gateway_restart": proxy.restart_argv})]
+            proc = rebalance(fleet_with(tmp_path / name, alpha=alpha), twin_inventory, tmp_path / name / "report",
+                             *written, check=False)
+            assert key not in proc.stdout + proc.stderr
+            assert (tmp_path / name / "report" / "report.json").exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
+            return proc, report_of(tmp_path / name / "report")["hosts"]["twin1"]
+
+        # the stand-ins think by default: the checks ask for prose, as a client that turns thinking off
+        prose = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+        proc, moved = window("moved", [dict(prose, model="alpha"), dict(prose, model="gamma")], port=8111,
+                             max_model_len=16384)
+        assert proc.returncode == 0 and moved["status"] == "applied", proc.stdout[-4000:]
+        moved_text = config.read_text()
+        changed = [line for line in difflib.ndiff(original.splitlines(), moved_text.splitlines()) if line[:1] in "+-"]
+        assert changed == [
+            "-       api_base: http://%s:8101/v1   # alpha on twin1" % address,
+            "+       api_base: http://%s:8111/v1   # alpha on twin1" % address,
+            "-       max_input_tokens: 32768   # what the seat serves", "+       max_input_tokens: 16384   # what the seat serves",
+            "-       max_output_tokens: 32768", "+       max_output_tokens: 16384"]
+        backups = sorted(tmp_path.glob("litellm.yaml.bak-*-window*"))
+        assert [b.read_text() for b in backups] == [original], "the config as it was, kept beside it"
+        assert "gateway config %s: alpha api_base: http://%s:8101/v1 -> http://%s:8111/v1" % (
+            config, address, address) in moved["actions"]
+        assert proxy.pid != first_pid, "the gateway was restarted to read it"
+        gateway = [gate for gate in moved["gates"] if gate["gate"].startswith("gateway")]
+        assert gateway and all(gate["ok"] for gate in gateway), gateway
+        assert [(t["route"], t["status"]) for t in moved["gateway_routes"]["targets"]] == [("alpha", "ok"), ("gamma", "ok")]
+
+        # a client that sends 12,000 tokens of reply is fine at 16,384 and not at 8,192: the
+        # window breaks its route, and everything goes back
+        long_replies = [dict(prose, model="alpha", max_tokens=12000), dict(prose, model="gamma")]
+        proc, broke = window("broke", long_replies, port=8121, max_model_len=8192)
+        assert proc.returncode != 0 and broke["status"] == "rolled_back", proc.stdout[-4000:]
+        assert config.read_bytes() == moved_text.encode(), "the config is back byte for byte"
+        assert any(action.startswith("gateway config restored from %s.bak-" % config) for action in broke["actions"])
+        asked = {"model": "alpha", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        status, reply = proxy.post("/v1/chat/completions", asked)
+        assert status == 200, "the restarted gateway reaches alpha where it runs again: %s" % reply
+    finally:
+        proxy.close()

@@ -4,6 +4,8 @@ scripts/bootstrap-litellm), on a free loopback port, started from a config file.
     proxy = LiteLLMProxy(litellm_bin(), config_path, master_key)   # ready when it returns
     ...
     stop(proxy.proc)
+
+RestartableLiteLLM is one a window may restart (its ``restart_argv``), as a service would be.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from support.litellm_restart import stopped
 from support.process import bootstrapped
 
 READY_TIMEOUT_S = 120
@@ -91,3 +95,55 @@ class LiteLLMProxy:
                 return reply.status, reply.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
+
+
+RESTART = Path(__file__).resolve().with_name("litellm_restart.py")
+
+
+class RestartableLiteLLM:
+    """A LiteLLM proxy in its own session, restarted by ``restart_argv`` (what a window runs as
+    seat_rebalance_gateway_restart) on the same port and config; ``close()`` stops whichever
+    process serves then."""
+
+    def __init__(self, binary: Path, config_path: Path, master_key: str):
+        self.config_path, self.master_key = config_path, master_key
+        self.url = "http://127.0.0.1:%d" % free_port()
+        self.log = config_path.with_suffix(".log")
+        self.pidfile = config_path.with_suffix(".pid")
+        state = config_path.with_suffix(".restart.json")
+        state.write_text(json.dumps({
+            "pidfile": str(self.pidfile), "log": str(self.log), "env": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            "argv": [str(binary), "--config", str(config_path), "--host", "127.0.0.1",
+                     "--port", self.url.rsplit(":", 1)[1]]}))
+        self.restart_argv = [sys.executable, str(RESTART), str(state)]
+        with open(self.log, "w") as out:
+            proc = subprocess.Popen(json.loads(state.read_text())["argv"], stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+        self.pidfile.write_text(str(proc.pid))
+        self.first = proc   # this process's child until a restart replaces it: reaped here
+        try:
+            wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
+                       "LiteLLM", proc, self.log)
+        except BaseException:
+            self.close()
+            raise
+
+    def post(self, path: str, body: dict) -> tuple[int, str]:
+        return LiteLLMProxy.post(self, path, body)
+
+    @property
+    def pid(self) -> int:
+        return int(self.pidfile.read_text())
+
+    def close(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                self.first.poll()
+                if stopped(self.pid):
+                    return
+                time.sleep(0.1)

@@ -390,20 +390,26 @@ def seat_secrets(seats, name=None, seat_defaults=None):
     return every if name is None else every.get(name, {})
 
 
-def gateway_seats(plan_seats, host, secrets=None):
+def gateway_seats(plan_seats, host, secrets=None, published=None):
     """A plan's seats as llmfleet.seats.gateway_routes audits the gateway's routes to them: each
     at ``host`` (the address the gateway writes) and its port, with its served names, its context
     and output cap (the most a route's model_info may declare), and its own API key when its
-    engine reads one from ``secrets`` (the seat_secrets filter's result)."""
+    engine reads one from ``secrets`` (the seat_secrets filter's result). ``published``
+    (seat_runtime_info's, before the window) gives the port a seat the plan moves ran at: the
+    routes to repoint from."""
     audited = []
     for seat in plan_seats if isinstance(plan_seats, list) else []:
         if not isinstance(seat, dict):
             continue
         launch = seat.get("launch") or {}
-        audited.append({"name": seat.get("name"), "host": host, "port": seat.get("port"),
-                        "served_model_names": seat.get("served_model_names") or [],
-                        "max_model_len": seat.get("max_model_len"), "max_new_tokens": launch.get("max_new_tokens"),
-                        "api_key": own_api_key(seat, secrets)})
+        entry = {"name": seat.get("name"), "host": host, "port": seat.get("port"),
+                 "served_model_names": seat.get("served_model_names") or [],
+                 "max_model_len": seat.get("max_model_len"), "max_new_tokens": launch.get("max_new_tokens"),
+                 "api_key": own_api_key(seat, secrets)}
+        before = (published or {}).get(seat.get("name")) if isinstance(published, dict) else None
+        if isinstance(before, int) and not isinstance(before, bool) and before != seat.get("port"):
+            entry.update(previous_host=host, previous_port=before)
+        audited.append(entry)
     return audited
 
 

@@ -175,3 +175,14 @@ def test_a_plans_seats_as_the_route_audit_takes_them_with_each_seats_own_key_alo
          "max_model_len": 65536, "max_new_tokens": 8192, "api_key": "sk-coder"},
         {"name": "asr", "host": "10.251.50.54", "port": 8190, "served_model_names": [],
          "max_model_len": None, "max_new_tokens": None, "api_key": None}]
+
+
+def test_a_seat_the_plan_moves_to_another_port_is_found_where_it_ran():
+    plan_seats = [{"name": "coder", "engine": "vllm", "port": 8112, "launch": {}},
+                  {"name": "voices", "engine": "vllm", "port": 8013, "launch": {}},
+                  {"name": "new", "engine": "vllm", "port": 8014, "launch": {}}]
+    # what seat_runtime_info read before the window: a host's answer, so only a port counts
+    published = {"coder": 8012, "voices": 8013, "new": "8014", "gone": 8015}
+    seats = {seat["name"]: seat for seat in gateway_seats(plan_seats, "10.251.50.54", None, published)}
+    assert (seats["coder"]["previous_host"], seats["coder"]["previous_port"]) == ("10.251.50.54", 8012)
+    assert "previous_port" not in seats["voices"] and "previous_port" not in seats["new"]
