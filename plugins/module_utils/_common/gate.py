@@ -28,3 +28,8 @@ def summary(gates):
 def num(value):
     """An integer with thousands separators; ? when there is none."""
     return "?" if value is None else "{:,}".format(value)
+
+
+def unreadable(seat, name, why):
+    """The failed gate ``name`` of a seat whose boot log could not be read: ``why``."""
+    return gate(seat["name"], name, False, None, "readable", "container %s: %s" % (seat["container"], why))

@@ -23,18 +23,16 @@ import os
 import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import load_json
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num, unreadable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, human_bytes
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_log import (
     RadianceLogError,
     parse_ledger,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import MODEL_RE, SERVED_NAME_RE, models_gate
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import MODEL_RE, SERVED_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.radiance import (
     CARD_TERMS,
     ENGINE_RELEASE,
@@ -62,6 +60,9 @@ HOST_IPC = True
 KEEPS_OWN_HEADROOM = True
 # The serve script exits non-zero on every fault.
 EXITS_CLEAN_ON_FAULT = False
+# Its server lists what it serves as vLLM's does; its boot log is the ledger.
+MODELS_PATH = "/v1/models"
+LOG_GATE = "boot_ledger"
 # The env file's variables, in its order, and the seat fields they hold.
 ENV_KNOBS = (("GPU_HEADROOM_MIB", "gpu_headroom_mib"), ("HOST_POOL_MIB", "host_pool_mib"),
              ("MAX_SEQS", "max_num_seqs"), ("MAX_MODEL_LEN", "max_model_len"),
@@ -437,24 +438,12 @@ def probe_gates(seat, host):
     ]
 
 
-def after_boot_gates(seat, host, healthy):
-    """The served names, the boot ledger against the plan, and with ``host.runtime_probe`` the
-    depth probe."""
-    gates = []
-    if healthy:
-        try:
-            status, models = host.client(seat).call_json("GET", "/v1/models")
-        except Unreachable:
-            status, models = None, None
-        gates.append(models_gate(seat, models if status == 200 else None))
+def log_gates(seat, log):
+    """The boot ledger against the plan, or its unreadable gate when the log holds none."""
     try:
-        gates.extend(ledger_gates(seat, parse_ledger(host.log(seat))))
-    except (DockerError, SystemdError, RadianceLogError) as exc:
-        gates.append(gate(seat["name"], "boot_ledger", False, None, "readable",
-                          "container %s: %s" % (seat["container"], exc)))
-    if healthy and host.runtime_probe:
-        gates.extend(probe_gates(seat, host))
-    return gates
+        return ledger_gates(seat, parse_ledger(log))
+    except RadianceLogError as exc:
+        return [unreadable(seat, LOG_GATE, exc)]
 
 
 # -- the report -----------------------------------------------------------------------------------

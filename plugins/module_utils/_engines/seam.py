@@ -15,8 +15,9 @@ The inventory checked into normal form: ``gpu_count``, ``container_name``, ``nor
 its footprint and what a plan seat carries: ``size``, ``boot_problem``, ``footprint``, ``ran``,
 ``boot_utilization``, ``planned``, ``window_problems``. What a runtime needs to run it:
 ``check_plan_seat``, ``environment``, ``command``, ``container_environment``, ``listen_port``,
-``HOST_IPC``. Its gates beside every seat's: ``before_start_gates``, ``host_gates``,
-``after_boot_gates``. A server started outside the collection: ``serves``, ``boot_state``. Its
+``HOST_IPC``. Its gates beside every seat's: ``before_start_gates``, ``host_gates``, and after
+its boot (composed by _rollout.gates) ``MODELS_PATH``, ``LOG_GATE``, ``log_gates``,
+``probe_gates``. A server started outside the collection: ``serves``, ``boot_state``. Its
 requests in flight: ``IN_FLIGHT_PATH``, ``in_flight``. The plan's tables: ``plan_cells``,
 ``plan_notes``.
 """
@@ -88,8 +89,14 @@ def host_gates(seat, cards):
     return []
 
 
-def after_boot_gates(seat, host, healthy):
-    """Its own gates after its boot, beside every seat's (running, healthy): none."""
+def log_gates(seat, log):
+    """Its gates on the text of its boot log (LOG_GATE's unreadable gate when it is none): none."""
+    return []
+
+
+def probe_gates(seat, host):
+    """Its requests after its boot when the window asks for a runtime probe (``host`` is the
+    rollout's SeatHost: its client, its log, its card): none."""
     return []
 
 
@@ -128,6 +135,10 @@ ENGINE = Seam("engine", {
                                                     "then stands for the operator's margin on them"),
     "API_KEY_VARIABLE": Constant((str, type(None)), None, doc="the variable its server reads its API key from"),
     "IN_FLIGHT_PATH": Constant((str, type(None)), None, doc="the path of its server that counts its requests in flight"),
+    "MODELS_PATH": Constant((str, type(None)), None, doc="the path of its server that lists the names it serves "
+                                                         "with their context (OpenAI's /v1/models), asked once healthy"),
+    "LOG_GATE": Constant((str, type(None)), None, doc="the gate its boot log is judged as (log_gates), failed when "
+                                                      "the log cannot be read"),
     "gpu_count": gpu_count,
     "container_name": Required("name", doc="its container's name for a seat of that name"),
     "normalize": Required("check", "where", "raw", "seat", "defaults", doc="the inventory's seat in normal form"),
@@ -145,7 +156,8 @@ ENGINE = Seam("engine", {
     "listen_port": Required("seat", "var", doc="the port its server listens on inside the container"),
     "before_start_gates": before_start_gates,
     "host_gates": host_gates,
-    "after_boot_gates": after_boot_gates,
+    "log_gates": log_gates,
+    "probe_gates": probe_gates,
     "serves": serves,
     "boot_state": boot_state,
     "in_flight": in_flight,

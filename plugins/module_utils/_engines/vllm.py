@@ -24,7 +24,7 @@ import re
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import without_text
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE, SECRET_NAME_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num, unreadable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
@@ -78,6 +78,9 @@ PLATFORMS = ("cuda", "cpu")
 # The seat's ``api_key`` reaches vLLM in this variable, from the 0600 env file (never argv); the
 # gates send it as a Bearer token.
 API_KEY_VARIABLE = "VLLM_API_KEY"
+# What it serves, with each name's context, once healthy; its boot log's gate.
+MODELS_PATH = "/v1/models"
+LOG_GATE = "boot_log"
 # What the rendered files need beyond the planned numbers, as the inventory declared it.
 LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
                  "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
@@ -676,19 +679,6 @@ def host_gates(seat, cards):
     return []
 
 
-def models_gate(seat, models):
-    """/v1/models lists every served name with the planned max_model_len."""
-    expected = {name: seat["max_model_len"] for name in seat["served_model_names"]}
-    measured = {}
-    for card in (models or {}).get("data", []):
-        measured[card.get("id")] = card.get("max_model_len")
-    missing = [name for name, length in expected.items() if measured.get(name) != length]
-    return gate(seat["name"], "served_models", not missing, measured, expected,
-                "/v1/models lists %s; expected %s" % (
-                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(measured.items())) or "nothing",
-                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(expected.items()))))
-
-
 def _logged(value, sentence):
     """The sentence about a value the boot log gave, or why there is none."""
     return "the boot log has no such line" if value is None else sentence
@@ -784,39 +774,29 @@ def _engine_stopped_at(host, seat):
     return "; the engine stopped at: %s" % cause if cause else ""
 
 
-def after_boot_gates(seat, host, healthy):
-    """The served models, the boot log, and with ``host.runtime_probe`` one request near
-    max_model_len (boot is not runtime: what boot never exercises). ``host`` gives the seat's
-    HTTP client and its log (rollout's SeatHost)."""
-    gates = []
-    client = host.client(seat)
-    if healthy:
-        try:
-            status, models = client.call_json("GET", "/v1/models")
-        except Unreachable:
-            status, models = None, None
-        gates.append(models_gate(seat, models if status == 200 else None))
+def log_gates(seat, log):
+    """The boot log's gates, or its unreadable gate when it is no vLLM boot log."""
     try:
-        gates.extend(boot_log_gates(seat, parse_boot_log(host.log(seat))))
-    except (DockerError, SystemdError, VllmLogError) as exc:
-        gates.append(gate(seat["name"], "boot_log", False, None, "readable",
-                          "container %s: %s" % (seat["container"], exc)))
-    if healthy and host.runtime_probe:
-        tokens = int(seat["max_model_len"] * host.runtime_probe_fraction)
-        body = {"model": seat["served_model_names"][0], "max_tokens": 16,
-                "messages": [{"role": "user", "content": "hello " * tokens}]}
-        free_before = host.free_mib(seat)
-        try:
-            status, reply = client.call_json("POST", "/v1/chat/completions", body,
-                                             timeout=host.health_timeout)
-            detail = "" if status == 200 else str(reply)[:300]
-        except Unreachable as exc:
-            status, detail = None, exc.detail
-        if status != 200:
-            detail += _engine_stopped_at(host, seat)
-        gates.append(runtime_probe_gate(seat, tokens, status, detail, free_before))
-        gates.append(host.container_gate(seat))
-    return gates
+        return boot_log_gates(seat, parse_boot_log(log))
+    except VllmLogError as exc:
+        return [unreadable(seat, LOG_GATE, exc)]
+
+
+def probe_gates(seat, host):
+    """One request near max_model_len (boot is not runtime: what boot never exercises), and the
+    container after it."""
+    tokens = int(seat["max_model_len"] * host.runtime_probe_fraction)
+    body = {"model": seat["served_model_names"][0], "max_tokens": 16,
+            "messages": [{"role": "user", "content": "hello " * tokens}]}
+    free_before = host.free_mib(seat)
+    try:
+        status, reply = host.client(seat).call_json("POST", "/v1/chat/completions", body, timeout=host.health_timeout)
+        detail = "" if status == 200 else str(reply)[:300]
+    except Unreachable as exc:
+        status, detail = None, exc.detail
+    if status != 200:
+        detail += _engine_stopped_at(host, seat)
+    return [runtime_probe_gate(seat, tokens, status, detail, free_before), host.container_gate(seat)]
 
 
 # -- the report -----------------------------------------------------------------------------------

@@ -7,8 +7,9 @@
 
 """The rebalance's gates, and reading what they measure: each compares a measured value with
 what the plan expects and says both, so a failed gate reads as a sentence with numbers in it
-(``_common.gate``). Every seat's gates are here (free memory, container running, health); a
-seat's engine adds its own (``after_boot_gates``), and ``SeatHost`` reads the seat's container,
+(``_common.gate``). Every seat's gates are here (free memory, container running, health), and
+after a boot the engine's are composed here from what it declares (``MODELS_PATH``,
+``LOG_GATE`` with ``log_gates``, ``probe_gates``); ``SeatHost`` reads the seat's container,
 endpoints and log for them.
 """
 
@@ -25,7 +26,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SPARE_GATE,
     TOLERANCE_MIB,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, gate, num, summary, unreadable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of, own_api_key
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import runtime_of
@@ -265,8 +267,44 @@ def boot_gates(host, seat):
     answer 200 (None when it did not)."""
     status, waited = host.wait_healthy(seat)
     gates = [host.container_gate(seat), health_gate(seat, status, waited, host.health_timeout)]
-    gates += engine_of(seat).after_boot_gates(seat, host, status == 200)
+    gates += engine_after_boot_gates(seat, host, status == 200)
     return gates, waited if status == 200 else None
+
+
+def engine_after_boot_gates(seat, host, healthy):
+    """The engine's gates after its boot, composed here from what it declares: the names it
+    serves (MODELS_PATH, asked once healthy), its boot log (LOG_GATE, log_gates), and with
+    ``host.runtime_probe`` its probe (probe_gates)."""
+    engine, gates = engine_of(seat), []
+    if healthy and engine.MODELS_PATH:
+        try:
+            status, models = host.client(seat).call_json("GET", engine.MODELS_PATH)
+        except Unreachable:
+            status, models = None, None
+        gates.append(models_gate(seat, models if status == 200 else None))
+    if engine.LOG_GATE:
+        try:
+            log = host.log(seat)
+        except CommandError as exc:   # the runtime could not give it
+            gates.append(unreadable(seat, engine.LOG_GATE, exc))
+        else:
+            gates.extend(engine.log_gates(seat, log))
+    if healthy and host.runtime_probe:
+        gates.extend(engine.probe_gates(seat, host))
+    return gates
+
+
+def models_gate(seat, models):
+    """The server lists every served name with the planned max_model_len."""
+    expected = {name: seat["max_model_len"] for name in seat["served_model_names"]}
+    measured = {}
+    for card in (models or {}).get("data", []):
+        measured[card.get("id")] = card.get("max_model_len")
+    missing = [name for name, length in expected.items() if measured.get(name) != length]
+    return gate(seat["name"], "served_models", not missing, measured, expected,
+                "/v1/models lists %s; expected %s" % (
+                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(measured.items())) or "nothing",
+                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(expected.items()))))
 
 
 def after_boot(host, seat):

@@ -49,7 +49,8 @@ def test_the_fixed_engine_is_only_what_differs_from_the_seams_defaults():
                    "listen_port", "plan_cells"}
     handed_out = ENGINES["fixed"]
     assert handed_out.serves(["vllm", "serve"]) is False and handed_out.in_flight("x 1") is None
-    assert handed_out.IN_FLIGHT_PATH is None and handed_out.after_boot_gates({}, None, True) == []
+    assert handed_out.IN_FLIGHT_PATH is None and handed_out.MODELS_PATH is None and handed_out.LOG_GATE is None
+    assert handed_out.log_gates({}, "") == [] and handed_out.probe_gates({}, None) == []
 
 
 def test_an_engine_that_does_not_fit_is_refused_naming_every_mismatch():

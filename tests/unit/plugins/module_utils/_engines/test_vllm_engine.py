@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import failed, summary
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import vllm
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.gates import models_gate
 
 SEAT = {"name": "voices", "engine": "vllm", "gpus": ["GPU-0"], "footprint_mib": 30000,
         "gpu_memory_utilization": 0.33, "container": "vllm-voices", "port": 8014,
@@ -60,11 +61,11 @@ def test_a_tensor_parallel_seat_is_gated_on_every_rank_s_own_kv_line():
 
 
 def test_models_gate_wants_every_name_with_the_planned_length():
-    ok = vllm.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 40960}]})
+    ok = models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 40960}]})
     assert ok["ok"]
-    short = vllm.models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 8192}]})
+    short = models_gate(SEAT, {"data": [{"id": "voices", "max_model_len": 8192}]})
     assert not short["ok"] and "voices (8192)" in short["detail"]
-    assert not vllm.models_gate(SEAT, None)["ok"]
+    assert not models_gate(SEAT, None)["ok"]
 
 
 @pytest.mark.parametrize("arg, flag, why", [

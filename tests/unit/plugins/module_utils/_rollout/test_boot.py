@@ -32,6 +32,7 @@ class Host:
     def __init__(self, fail=()):
         self.abandon = threading.Event()
         self.health_timeout = NEVER_S
+        self.runtime_probe = False
         self.ready = {}
         self.fail = set(fail)
         self.events = []

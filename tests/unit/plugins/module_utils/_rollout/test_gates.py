@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout import gates as _gates
 
 GIB = 1024 ** 3
@@ -118,3 +119,32 @@ def test_a_seat_is_asked_with_its_own_api_key(engine, secrets, api_key, sent):
     finally:
         server.shutdown()
     assert status == 200 and seen == [sent]
+
+
+class _LogOnly:
+    """A host whose seats answer nothing over HTTP; their log is ``log``, or the runtime's error."""
+    runtime_probe = False
+
+    def __init__(self, log):
+        self.asked_log = 0
+        self._log = log
+
+    def client(self, seat):
+        raise AssertionError("asked %s over HTTP" % seat["name"])
+
+    def log(self, seat):
+        self.asked_log += 1
+        if isinstance(self._log, Exception):
+            raise self._log
+        return self._log
+
+
+def test_after_a_boot_an_engine_is_asked_only_for_what_it_declares():
+    vllm_seat = {"name": "coder", "engine": "vllm", "container": "vllm-coder"}
+    # unhealthy: not asked what it serves; its log is read all the same
+    unreadable = _gates.engine_after_boot_gates(vllm_seat, _LogOnly(DockerError("docker logs: no such container")), False)
+    assert [(g["gate"], g["ok"], g["detail"]) for g in unreadable] == [
+        ("boot_log", False, "container vllm-coder: docker logs: no such container")]
+    fixed, host = {"name": "asr", "engine": "fixed", "container": "asr"}, _LogOnly("")
+    assert _gates.engine_after_boot_gates(fixed, host, True) == [] and host.asked_log == 0, \
+        "a fixed tenant declares no server API and no boot log"
