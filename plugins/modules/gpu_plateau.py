@@ -25,6 +25,12 @@ description:
     M(llmfleet.seats.gpu_info)'s format for the next plan (C(llmfleet_plateau_snapshot)), with the
     verdict under C(watch) for the next window's report.
   - Every figure is one instant query, bounded by O(timeout) on the server.
+  - With O(source=beszel) the cards' figures come from a Beszel hub instead (its system stats
+    records of O(beszel_system), each GPU's C(mu) and C(mt) turned back into MiB, x 1.024), by
+    each card's index (Beszel has no UUIDs). The plateau is the most a record shows after the
+    transient, the creep the least-squares slope of the records over O(creep_over). Beszel records
+    no reserved memory, so free is total less used; its coarser record types are averages, which
+    smooth a short peak away.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -32,6 +38,29 @@ extends_documentation_fragment:
   - llmfleet.seats._attributes.info_module
   - llmfleet.seats._prometheus
 options:
+  source:
+    description: Where the cards' figures come from - V(prometheus) (DCGM exporter's gauges) or V(beszel) (a Beszel hub).
+    type: str
+    choices: [prometheus, beszel]
+    default: prometheus
+  prometheus_url:
+    description: The Prometheus server, for example V(http://fv-mon:9090); required with O(source=prometheus).
+    type: str
+    required: false
+  beszel_url:
+    description: The Beszel hub, for example V(http://fv-mon:8090); required with O(source=beszel).
+    type: str
+  beszel_token:
+    description: A token of a Beszel user who may read the system's stats (never returned).
+    type: str
+  beszel_system:
+    description: The Beszel system's record id (the host as Beszel knows it); required with O(source=beszel).
+    type: str
+  beszel_record_type:
+    description: Which of Beszel's records to read - one a minute, or averages over longer spans.
+    type: str
+    choices: [1m, 10m, 20m, 120m, 480m]
+    default: 1m
   gpus:
     description:
       - The host's cards, each with its C(uuid) and C(index); a plan's C(gpus) carry C(spare_mib),

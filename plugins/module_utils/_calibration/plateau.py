@@ -30,6 +30,7 @@ import json
 import math
 import time
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.beszel import gpu_records
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.plots import chart_svg
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import (
     PROMETHEUS_OPTIONS,
@@ -51,6 +52,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 
 GPU_PLATEAU_SPEC = {
     **PROMETHEUS_OPTIONS,
+    # Prometheus, or a Beszel hub where that is the operator's monitoring
+    "prometheus_url": {"type": "str"},
+    "source": {"type": "str", "choices": ["prometheus", "beszel"], "default": "prometheus"},
+    "beszel_url": {"type": "str"},
+    "beszel_token": {"type": "str", "no_log": True},
+    "beszel_system": {"type": "str"},
+    "beszel_record_type": {"type": "str", "choices": ["1m", "10m", "20m", "120m", "480m"], "default": "1m"},
     "gpus": {"type": "list", "elements": "dict"},
     "since": {"type": "float"},
     "report": {"type": "path"},
@@ -84,33 +92,100 @@ def _gpus(gpus):
     return checked
 
 
-def card_plateau(prom, card, window, params):
+class DcgmCards:
+    """A card's framebuffer as DCGM exporter reports it to Prometheus, by its UUID label."""
+
+    def __init__(self, prom):
+        self.prom = prom
+
+    @staticmethod
+    def _sel(uuid):
+        return "{UUID=%s}" % json.dumps(uuid)
+
+    def figures(self, index, uuid, window, creep_over):
+        """``{metrics, transient, plateau, least_free, slope (MiB/s), detail}`` of one card."""
+        prom, sel, at = self.prom, self._sel(uuid), window["at"]
+        settled_s = int(at - window["since"] - window["settle_s"])
+        if prom.value("count_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at) is None:
+            return {"metrics": False, "detail": "no DCGM_FI_DEV_FB_USED series with UUID %s after the boot transient" % uuid}
+        return {"metrics": True, "detail": "",
+                "transient": prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (
+                    sel, max(int(window["settle_s"]), 1)), window["since"] + window["settle_s"]),
+                "plateau": prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at),
+                "least_free": prom.value("min_over_time(DCGM_FI_DEV_FB_FREE%s[%ds])" % (sel, settled_s), at),
+                "slope": prom.value("deriv(DCGM_FI_DEV_FB_USED%s[%s])" % (sel, creep_over), at)}
+
+    def series(self, index, uuid, window):
+        """What it held over the window, each step's most, and what it can hold (used + free)."""
+        sel = self._sel(uuid)
+        used = self.prom.query_range("max_over_time(DCGM_FI_DEV_FB_USED%s[{step}s])" % sel, window["since"], window["at"])
+        capacity = self.prom.value("DCGM_FI_DEV_FB_USED%s + DCGM_FI_DEV_FB_FREE%s" % (sel, sel), window["at"])
+        return (used[0][1] if used else []), capacity
+
+
+class BeszelCards:
+    """A card's memory as a Beszel agent records it (by its index; Beszel has no UUIDs), from
+    beszel.gpu_records. Beszel records no reserved memory: free is total less used."""
+
+    def __init__(self, records):
+        self.records = records
+
+    def _points(self, index):
+        key = str(index)
+        return [(when, gpus[key]) for when, gpus in self.records if key in gpus]
+
+    def figures(self, index, uuid, window, creep_over):
+        points = self._points(index)
+        settled_from = window["since"] + window["settle_s"]
+        settled = [(when, gpu) for when, gpu in points if when > settled_from]
+        if not settled:
+            return {"metrics": False, "detail": "no Beszel record of GPU %s after the boot transient" % index}
+        transient = [gpu["used_mib"] for when, gpu in points if when <= settled_from]
+        frees = [gpu["free_mib"] for _when, gpu in settled if gpu["free_mib"] is not None]
+        recent = [(when, gpu["used_mib"]) for when, gpu in settled if when >= window["at"] - duration_seconds(
+            creep_over, "creep_over")]
+        return {"metrics": True, "detail": "", "transient": max(transient) if transient else None,
+                "plateau": max(gpu["used_mib"] for _when, gpu in settled),
+                "least_free": min(frees) if frees else None, "slope": _slope(recent)}
+
+    def series(self, index, uuid, window):
+        points = self._points(index)
+        totals = [gpu["total_mib"] for _when, gpu in points if gpu["total_mib"] is not None]
+        return [(when, gpu["used_mib"]) for when, gpu in points], (totals[-1] if totals else None)
+
+
+def _slope(points):
+    """The least-squares slope of ``[(seconds, MiB)]`` in MiB a second, or None with fewer than two."""
+    if len(points) < 2:
+        return None
+    mean_t = sum(when for when, _value in points) / len(points)
+    mean_v = sum(value for _when, value in points) / len(points)
+    spread = sum((when - mean_t) ** 2 for when, _value in points)
+    return sum((when - mean_t) * (value - mean_v) for when, value in points) / spread if spread else None
+
+
+def card_plateau(source, card, window, params):
     """One card's plateau between ``since + settle_s`` and ``at`` of ``window``, its creep over
-    ``params``' creep_over, and its flags against ``params``' limits; ``card`` is one of _gpus'."""
+    ``params``' creep_over, and its flags against ``params``' limits; ``card`` is one of _gpus',
+    ``source`` a DcgmCards or a BeszelCards."""
     index, uuid, predicted_spare, own_headroom = card
-    since, settle_s, at, creep_over = window["since"], window["settle_s"], window["at"], params["creep_over"]
-    sel = "{UUID=%s}" % json.dumps(uuid)
-    settled_s = int(at - since - settle_s)
     result = {"index": index, "uuid": uuid, "metrics": False, "transient_peak_used_mib": None, "plateau_used_mib": None,
               "least_free_mib": None, "creep_mib_per_hour": None, "predicted_spare_mib": predicted_spare,
               "settled": None, "flags": [], "detail": ""}
-    if prom.value("count_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at) is None:
-        result["detail"] = "no DCGM_FI_DEV_FB_USED series with UUID %s after the boot transient" % uuid
+    figures = source.figures(index, uuid, window, params["creep_over"])
+    result.update(metrics=figures["metrics"], detail=figures["detail"])
+    if not figures["metrics"]:
         return result
-    result["metrics"] = True
-    transient = prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, max(int(settle_s), 1)), since + settle_s)
-    result["transient_peak_used_mib"] = None if transient is None else int(transient)
-    result["plateau_used_mib"] = int(prom.value("max_over_time(DCGM_FI_DEV_FB_USED%s[%ds])" % (sel, settled_s), at))
-    least_free = prom.value("min_over_time(DCGM_FI_DEV_FB_FREE%s[%ds])" % (sel, settled_s), at)
-    slope = prom.value("deriv(DCGM_FI_DEV_FB_USED%s[%s])" % (sel, creep_over), at)
+    result["transient_peak_used_mib"] = None if figures["transient"] is None else int(figures["transient"])
+    result["plateau_used_mib"] = int(figures["plateau"])
     flags = result["flags"]
-    if slope is not None:
-        creep = round(slope * 3600, 1)
+    if figures["slope"] is not None:
+        creep = round(figures["slope"] * 3600, 1)
         result.update(creep_mib_per_hour=creep, settled=creep <= params["creep_mib_per_hour"])
         if creep > params["creep_mib_per_hour"]:
-            flags.append("still creeping: %+.1f MiB/h over the last %s" % (creep, creep_over))
-    if least_free is not None:
-        free = result["least_free_mib"] = int(least_free)
+            flags.append("still creeping: %+.1f MiB/h over the last %s" % (creep, params["creep_over"]))
+    if figures["least_free"] is not None:
+        free = result["least_free_mib"] = int(figures["least_free"])
         if free < params["margin_mib"] and not own_headroom:
             flags.append("%d MiB free at the plateau, below the margin of %d MiB" % (free, params["margin_mib"]))
         if predicted_spare is not None and free < predicted_spare - params["tolerance_mib"]:
@@ -193,10 +268,10 @@ def gpu_plateau(params, clock=time.time):
             reading = check_reading(params["reading"], "reading")
         except ReadingError as exc:
             raise PrometheusError(str(exc)) from None
-    prom = connect(params)
     window = {"since": since, "settle_s": settle_s, "at": at}
-    cards = [card_plateau(prom, card, window, params) for card in gpus]
-    result = {"changed": False, "gpus": cards, "window": window, "svg": plateau_svg(prom, cards, window, params)}
+    source = _source(params, window)
+    cards = [card_plateau(source, card, window, params) for card in gpus]
+    result = {"changed": False, "gpus": cards, "window": window, "svg": plateau_svg(source, cards, window, params)}
     if reading is not None:
         result["seats"] = seat_verdicts(reading, cards, planned, params["tolerance_mib"])
         result["snapshot"] = plateau_snapshot(reading, cards, result["seats"], params["host"], window)
@@ -204,24 +279,40 @@ def gpu_plateau(params, clock=time.time):
     return result
 
 
-def plateau_svg(prom, cards, window, params):
+def plateau_svg(source, cards, window, params):
     """Each card's memory over the window: what it held, the boot transient shaded, its plateau
     and the plan's line (what it would hold with the plan's predicted spare left free)."""
     panels = []
     for card in cards:
-        sel = "{UUID=%s}" % json.dumps(card["uuid"])
-        used = prom.query_range("max_over_time(DCGM_FI_DEV_FB_USED%s[{step}s])" % sel, window["since"], window["at"]) if card["metrics"] else []
-        capacity = prom.value("DCGM_FI_DEV_FB_USED%s + DCGM_FI_DEV_FB_FREE%s" % (sel, sel), window["at"]) \
-            if card["metrics"] else None
+        used, capacity = source.series(card["index"], card["uuid"], window) if card["metrics"] else ([], None)
         planned = None if capacity is None or card["predicted_spare_mib"] is None else \
             int(capacity) - card["predicted_spare_mib"]
         panels.append({
             "title": "GPU %s %s" % (card["index"], card["uuid"]), "start": window["since"], "end": window["at"],
-            "series": [("used MiB (each step's most)", used[0][1] if used else [])],
+            "series": [("used MiB (each step's most)", used)],
             "lines": [("plateau", card["plateau_used_mib"]), ("plan", planned)],
             "shade": (window["since"], window["since"] + window["settle_s"], "boot transient"), "unit": "MiB"})
-    return chart_svg("%smemory per GPU after the window (DCGM_FI_DEV_FB_USED)" % (
-        "%s: " % params["host"] if params.get("host") else ""), panels)
+    return chart_svg("%smemory per GPU after the window (%s)" % (
+        "%s: " % params["host"] if params.get("host") else "",
+        "Beszel" if params.get("source") == "beszel" else "DCGM_FI_DEV_FB_USED"), panels)
+
+
+def _source(params, window):
+    """Where the cards' figures come from: DCGM exporter through Prometheus, or a Beszel hub."""
+    if params["timeout"] < 1:
+        raise PrometheusError("timeout: expected whole seconds >= 1, got %r" % params["timeout"])
+    if params.get("source") == "beszel":
+        missing = [name for name in ("beszel_url", "beszel_system") if not params.get(name)]
+        if missing:
+            raise PrometheusError("%s: expected with source=beszel (the hub, and the system's record id)"
+                                  % " and ".join(missing))
+        return BeszelCards(gpu_records(params["beszel_url"], params.get("beszel_token"), params["beszel_system"],
+                                       params["beszel_record_type"], window["since"], window["at"],
+                                       params["timeout"], params["validate_certs"]))
+    if not params.get("prometheus_url"):
+        raise PrometheusError("prometheus_url: expected the Prometheus that scrapes the host's DCGM exporter "
+                              "(or source=beszel and beszel_url)")
+    return DcgmCards(connect(params))
 
 
 def planned_footprints(seats):
