@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import urllib.request
 
 import pytest
 
 from support.adhoc import run_module
-from support.prometheus import PrometheusServer, one_two_five, prometheus_quantile
+from support.prometheus import PrometheusServer, counted_at, one_two_five, prometheus_quantile, side_by_side
 from support.real_vllm import GQA_MODEL, serve, stop_engine, tiny_model
 from support.wait import wait_for
 
@@ -50,17 +49,8 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
         counted = 'vllm:request_prompt_tokens_count{model_name="chat"}'
         wait_for(lambda: len(server.query(counted)) == 1, 60, "Prometheus's first scrape of the engine")
         usage = [_complete(engine.url, words, SHORT_TOKENS) for words in (2, 9, 30, 70, 150, 400) * 2]
-        runaways = []
-        threads = [threading.Thread(target=lambda n=n: runaways.append(_complete(engine.url, 20 * (n + 1), RUNAWAY_TOKENS)))
-                   for n in range(RUNAWAYS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        usage += runaways
-        wait_for(lambda: [float(s["value"][1]) for s in server.query(counted)] == [float(len(usage))], 60,
-                 "Prometheus's scrape after the last request")
-        at = float(server.query("timestamp(%s)" % counted)[0]["value"][1])
+        usage += side_by_side([lambda n=n: _complete(engine.url, 20 * (n + 1), RUNAWAY_TOKENS) for n in range(RUNAWAYS)])
+        at = counted_at(server, counted, len(usage))
         rc, result = run_module("llmfleet.seats.seat_demand", {
             "prometheus_url": server.url, "seats": [{"name": "chat-seat", "model_name": "chat", "port": engine.port}],
             "instance_host": "127.0.0.1", "window": "1h", "step": "1s", "at": at, "runaway_tokens": 1500})

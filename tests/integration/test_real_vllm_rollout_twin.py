@@ -2,7 +2,8 @@
 applied and gated by the collection as an operator runs it, with the engine itself printing the
 KV line the plan predicted, serving the models, answering the long-request probe at 0.98 x
 max_model_len, and a completion and a stream through the real LiteLLM in front of it; a second
-run changes nothing. Then two real failures, each gated and rolled back to the seat and files as
+run changes nothing, and calibrate.yml reads the seat's known traffic back from a real Prometheus
+scraping it. Then two real failures, each gated and rolled back to the seat and files as
 they were: a KV budget the engine cannot get, and an engine that dies at its first request. The
 GPU stays simulated: the engine's resident memory is what the card holds
 (tests/twin/seat/real-vllm), so the card gates judge what the seat really takes.
@@ -17,9 +18,12 @@ import urllib.request
 import pytest
 import yaml
 
+from conftest import run_ansible
 from support.litellm import stop
+from support.prometheus import PrometheusServer, counted_at
 from support.real_vllm import REAL_ENGINE_FLEET, real_engine_fleet
 from support.rollout import address_of, assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
+from support.wait import wait_for
 
 pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
 
@@ -39,6 +43,42 @@ def _gateway(twin_inventory, tmp_path):
 
 def _gates(report):
     return {(gate["seat"], gate["gate"]): gate for gate in report["hosts"]["twin1"]["gates"]}
+
+
+def _calibrated(hosts, twin_inventory, address, tmp_path):
+    target = "%s:8301" % address
+    (tmp_path / "prometheus").mkdir()
+    server = PrometheusServer(tmp_path / "prometheus", [target])
+    try:
+        counted = 'vllm:request_prompt_tokens_count{model_name="tiny"}'
+        # six scrapes before the traffic: its increase is then not stretched back over a short series
+        scraped = "count_over_time(%s[1m])" % counted
+        wait_for(lambda: float((server.query(scraped) or [{"value": [0, "0"]}])[0]["value"][1]) >= 6, 60,
+                 "six scrapes of the real engine")
+        already = float(server.query(counted)[0]["value"][1])   # the gates' and this test's requests so far
+        replies = []
+        for words in (3, 30, 300):
+            request = urllib.request.Request("http://%s/v1/completions" % target, data=json.dumps({
+                "model": "tiny", "prompt": " ".join(["word"] * words), "max_tokens": 12, "ignore_eos": True}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=120) as reply:
+                replies.append(json.loads(reply.read())["usage"]["completion_tokens"])
+        total = already + len(replies)
+        at = counted_at(server, counted, total)
+        kept = tmp_path / "demand-twin1.json"
+        calibrated = run_ansible(["ansible-playbook", "-i", str(hosts), "-i", twin_inventory, "playbooks/calibrate.yml",
+                                  "-e", json.dumps({"calibrate_prometheus_url": server.url, "calibrate_window": "1h",
+                                                    "calibrate_step": "1s", "calibrate_at": at,
+                                                    "calibrate_instance_host": address,
+                                                    "calibrate_snapshot_path": str(kept)})])
+    finally:
+        server.stop()
+    assert calibrated.returncode == 0, calibrated.stdout[-3000:]
+    [tiny] = json.loads(kept.read_text())["seats"]
+    # the requests of the window: the three sent while Prometheus watched
+    assert replies == [12, 12, 12] and tiny["instance"] == target and tiny["requests"] == len(replies), tiny
+    # the KV tokens the engine said it ran with: the plan's 131,072, from its own cache_config_info
+    assert (tiny["kv_cache_tokens"], tiny["kv_cache_tokens_from"]) == (131072, "engine")
 
 
 def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp_path):
@@ -89,6 +129,10 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         again = rebalance(hosts, twin_inventory, tmp_path / "again")
         assert report_of(tmp_path / "again")["hosts"]["twin1"]["status"] == "unchanged", again.stdout[-3000:]
         assert applied.returncode == 0
+
+        # the operator's calibration of the real engine on its host: a real Prometheus scrapes the
+        # seat, known traffic goes to it, and calibrate.yml reads it back as the engine counted it
+        _calibrated(hosts, twin_inventory, address, tmp_path)
 
         # A budget the simulated card holds but the engine cannot get: the CPU build takes its KV from
         # the host's memory and refuses more than the node has. The plan cannot see that; the gates do,

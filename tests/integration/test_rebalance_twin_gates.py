@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import yaml
 
 from conftest import REPO_ROOT, run_ansible
 from support.litellm import free_port, stop
-from support.prometheus import PrometheusServer
+from support.prometheus import PrometheusServer, counted_at, side_by_side
 from support.rollout import (FLEET, HOSTS, OPERATOR, address_of, assert_rolled_back, fleet, fleet_with,
                              gates_failed, live, operator_account, rebalance, report_of, state,
                              states, twin, twin_pair, wait_healthy)
@@ -408,17 +407,9 @@ def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(
         finished = report_of(window)["hosts"]["twin1"]["finished"]
         wait_for(lambda: len(server.query(counted)) == 1, 60, "the restarted alpha scraped")
         usage = [_chat(address, 8101, " ".join(["word"] * words), 32) for words in (5, 50, 500, 1500) * 3]
-        runaways = []
-        threads = [threading.Thread(target=lambda n=n: runaways.append(
-            _chat(address, 8101, "[runaway] " + " ".join(["tell"] * 300 * (n + 1)), 2500))) for n in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        usage += runaways
-        wait_for(lambda: [float(s["value"][1]) for s in server.query(counted)] == [float(len(usage))], 60,
-                 "Prometheus's scrape after the last request")
-        at = float(server.query("timestamp(%s)" % counted)[0]["value"][1])
+        usage += side_by_side([lambda n=n: _chat(address, 8101, "[runaway] " + " ".join(["tell"] * 300 * (n + 1)), 2500)
+                               for n in range(3)])
+        at = counted_at(server, counted, len(usage))
         kept = tmp_path / "kept"
         kept.mkdir()
         twin_fleet = ["-i", str(FLEET / "hosts.yml"), "-i", twin_inventory, "-e", "target=twin1"]

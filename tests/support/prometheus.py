@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -30,7 +31,7 @@ class PrometheusServer:
             "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
             "scrape_configs": [{"job_name": "seats", "static_configs": [{"targets": targets}]}]}))
         self.url = "http://127.0.0.1:%d" % free_port()
-        log = tmp / "prometheus.log"
+        log = self.log = tmp / "prometheus.log"
         with open(log, "w") as out:
             self.proc = subprocess.Popen(
                 [binary, "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "tsdb"),
@@ -71,3 +72,26 @@ def one_two_five(limit):
         bounds += [m * scale for m in (1, 2, 5) if m * scale <= limit]
         scale *= 10
     return bounds
+
+
+def side_by_side(calls):
+    """Each of ``calls`` (no-argument callables) in a thread of its own, all at once, as runaway
+    replies arrive together: their results, in order."""
+    results = [None] * len(calls)
+
+    def run(index, call):
+        results[index] = call()
+    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def counted_at(server, expr, total, timeout=60):
+    """Wait until Prometheus has scraped ``expr`` (one series) at ``total``; the time of that sample,
+    where a window that ends on the last request ends."""
+    wait_until(lambda: [float(s["value"][1]) for s in server.query(expr)] == [float(total)],
+               "Prometheus's scrape of %s = %s" % (expr, total), server.proc, server.log, timeout)
+    return float(server.query("timestamp(%s)" % expr)[0]["value"][1])
