@@ -212,9 +212,9 @@ _PLAN_IN_PLACE = ("applied", "unchanged")
 
 def _from_report(path, host):
     """``(since, plan gpus, plan seats)`` of ``host`` in a window's report.json: when it
-    finished, the plan's GPUs with their predicted spare, and its seats with their footprints. A dry run, a window rolled back or failed, or a
-    report without the host (each window run starts its own report) is refused: the host does
-    not run that plan."""
+    finished, the plan's GPUs with their predicted spare, and its seats with their footprints.
+    A dry run, a window rolled back or failed, or a report without the host (each window run
+    starts its own report) is refused: the host does not run that plan."""
     try:
         report = load_json(path)
     except (OSError, ReadCapError, ValueError) as exc:
@@ -260,8 +260,10 @@ def gpu_plateau(params, clock=time.time):
     for name in ("margin_mib", "tolerance_mib"):
         if params[name] < 0:
             raise PrometheusError("%s: expected MiB >= 0, got %r" % (name, params[name]))
-    reading, planned = None, planned_footprints(params.get("seats") or [])
+    reading, planned = None, {}
     if params.get("reading") is not None:
+        # the seats are held to their footprints only where the host's reading shows them
+        planned = planned_footprints(params.get("seats") or [])
         if not params.get("host"):
             raise PrometheusError("host: expected the inventory host the reading is of, with reading")
         try:
