@@ -16,26 +16,13 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._cards.attribution 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from conftest import run_ansible
 from support.adhoc import run_module
-from support.dockerd import private_dockerd, tiny_image
+from support.dockerd import SLEEP_IMAGE, private_dockerd, sleeping_seats
 from fakegpu.simulated import build_fake_nvml, fake_gpu_env, gpu, proc, state, write_state
-from support.need import need, need_root_and
+from support.need import need_root_and
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
-IMAGE = "llmfleet-test/sleep:1"
-COMPOSE = """\
-services:
-  gen-small:
-    image: %(image)s
-    command: ["/bin/sleep", "3600"]
-    network_mode: none
-    labels: {io.llmfleet.seat: gen-small}
-  coder:
-    image: %(image)s
-    command: ["/bin/sleep", "3600"]
-    network_mode: none
-""" % {"image": IMAGE}
 GONE_PID = 4194100
 
 
@@ -45,14 +32,9 @@ def fleet(tmp_path_factory):
     simulated GPU state naming their host PIDs, this test process and a vanished PID."""
     need_root_and("dockerd", "docker")
     with private_dockerd() as engine:
-        need(engine.docker("compose", "version", check=False).returncode == 0,
-             "docker compose v2 is missing: run `sudo scripts/install-system-deps`")
-        tiny_image(engine, IMAGE, ["/bin/sleep"])
-        project = tmp_path_factory.mktemp("fv")
-        (project / "compose.yaml").write_text(COMPOSE)
-        engine.compose(project, "up", "-d", project="fv")
-        engine.docker("run", "-d", "--name", "scratch", "--network", "none", IMAGE, "/bin/sleep", "3600")
-        pids = {name: engine.container_pid(name) for name in ("fv-gen-small-1", "fv-coder-1", "scratch")}
+        pids = sleeping_seats(engine, tmp_path_factory.mktemp("fv"))
+        engine.docker("run", "-d", "--name", "scratch", "--network", "none", SLEEP_IMAGE, "/bin/sleep", "3600")
+        pids["scratch"] = engine.container_pid("scratch")
         gpus = [
             gpu(0, background_mib=300, processes=[
                 proc(pids["fv-gen-small-1"], 20480, "vllm"), proc(pids["scratch"], 1000, "sleep"),
@@ -74,7 +56,7 @@ def check_attribution(result, fleet):
     assert len(seat["container_id"]) == 64 and 0 <= seat["running_s"] < 3600
     # a seat this collection runs (its label) records what it ran: the plan reuses a plateau
     # measurement only for the same launch
-    assert (seat["seat"], seat["image"], seat["args"]) == ("gen-small", IMAGE, ["/bin/sleep", "3600"])
+    assert (seat["seat"], seat["image"], seat["args"]) == ("gen-small", SLEEP_IMAGE, ["/bin/sleep", "3600"])
     assert "seat" not in next(p for p in gpu1["processes"] if p["compose_service"] == "coder")
     scratch = by_pid[pids["scratch"]]
     assert scratch["container"] == "scratch" and scratch["compose_service"] is None

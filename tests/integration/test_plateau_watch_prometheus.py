@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
-from support.dockerd import private_dockerd, tiny_image
+from support.dockerd import SLEEP_IMAGE, private_dockerd, sleeping_seats
 from support.litellm import free_port, stop
-from support.need import need, need_root_and
+from support.need import need_root_and
 from support.prometheus import PrometheusServer
 from support.wait import wait_for
 from fakegpu.simulated import RTX_PRO_6000_MIB, build_fake_nvml, fake_gpu_env, gpu, proc, state, write_state
@@ -29,19 +29,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 EXPORTER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "dcgm_exporter.py"
 QWEN3_8B = REPO_ROOT / "tests" / "unit" / "fixtures" / "model_configs" / "qwen3-8b.json"
-IMAGE = "llmfleet-test/sleep:1"
-COMPOSE = """\
-services:
-  gen-small:
-    image: %(image)s
-    command: ["/bin/sleep", "3600"]
-    network_mode: none
-    labels: {io.llmfleet.seat: gen-small}
-  coder:
-    image: %(image)s
-    command: ["/bin/sleep", "3600"]
-    network_mode: none
-""" % {"image": IMAGE}
 BACKGROUND_MIB, GEN_SMALL_MIB, CODER_MIB, PEAK_ABOVE_MIB = 300, 20480, 30000, 700
 # the plan the window ran: gen-small was to hold 19,000 MiB, coder 30,000 (within the tolerance)
 GEN_SMALL_PLANNED_MIB, CODER_PLANNED_MIB = 19000, 29800
@@ -66,7 +53,7 @@ def _inventory(tmp_path, uuids):
             {"name": "gen-small", "engine": "vllm", "model": "/models/qwen3-8b", "port": 8101,
              "model_config": "models/qwen3-8b/config.json", "max_model_len": 32768,
              "image": "vllm/vllm-openai:v0.33.0", "weights_bytes": "16GiB", "current_gpu": 0},
-            {"name": "coder", "engine": "fixed", "memory_cap_bytes": "32000MiB", "image": IMAGE, "port": 8102,
+            {"name": "coder", "engine": "fixed", "memory_cap_bytes": "32000MiB", "image": SLEEP_IMAGE, "port": 8102,
              "gpu": 0}]}
     path = tmp_path / "inventory" / "hosts.yml"
     path.write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {"twin1": host}}}}}))
@@ -81,14 +68,9 @@ def _latest(server, uuid):
 def test_the_watch_flags_a_seat_above_its_plan_and_the_next_plan_stands_on_its_snapshot(tmp_path):
     need_root_and("dockerd", "docker")
     with private_dockerd() as engine:
-        need(engine.docker("compose", "version", check=False).returncode == 0,
-             "docker compose v2 is missing: run `sudo scripts/install-system-deps`")
-        tiny_image(engine, IMAGE, ["/bin/sleep"])
         project = tmp_path / "fv"
         project.mkdir()
-        (project / "compose.yaml").write_text(COMPOSE)
-        engine.compose(project, "up", "-d", project="fv")
-        pids = {name: engine.container_pid(name) for name in ("fv-gen-small-1", "fv-coder-1")}
+        pids = sleeping_seats(engine, project)
         cards = _cards(pids, GEN_SMALL_MIB)
         uuids = [card["uuid"] for card in cards["gpus"]]
         state_path = write_state(tmp_path / "gpu" / "state.json", cards)

@@ -1,11 +1,12 @@
 """A Beszel hub as its PocketBase API answers for system stats, on a free loopback port (a Beszel
-hub does not run here): ``records`` served a page at a time, each query kept with its
-Authorization header. ``record()`` makes one record as Beszel's agent writes it."""
+hub does not run here): those of ``records`` in the time range asked, a page at a time, each
+query kept with its Authorization header. ``record()`` makes one record as Beszel's agent writes it."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -31,9 +32,12 @@ class HubHandler(BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
         self.server.asked.append((self.headers.get("Authorization"), query))
         page, size = int(query["page"]), min(int(query["perPage"]), self.server.per_page)
-        items = self.server.records[(page - 1) * size:page * size]
-        body = json.dumps({"page": page, "perPage": size, "totalItems": len(self.server.records),
-                           "totalPages": max(1, -(-len(self.server.records) // size)), "items": items}).encode()
+        # the hub answers the time range the filter asks for, as PocketBase does; its times sort as text
+        start, end = re.search(r'created >= "([^"]+)" && created <= "([^"]+)"', query["filter"]).groups()
+        chosen = [item for item in self.server.records if start <= item["created"] <= end]
+        items = chosen[(page - 1) * size:page * size]
+        body = json.dumps({"page": page, "perPage": size, "totalItems": len(chosen),
+                           "totalPages": max(1, -(-len(chosen) // size)), "items": items}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

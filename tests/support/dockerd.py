@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from support.need import need
+
 DOCKERD_FLAGS = ("--storage-driver=overlay2", "--iptables=false", "--ip6tables=false", "--bridge=none")
 
 
@@ -146,3 +148,31 @@ def tiny_image(engine: DockerEngine, tag: str, executables: list[str], extra_pat
     """Import a local image ``tag`` made of host binaries (no registry); returns the tag."""
     engine.docker("import", "-", tag, input=rootfs_tar(executables, extra_paths), text=False)
     return tag
+
+
+SLEEP_IMAGE = "llmfleet-test/sleep:1"
+# Two compose seats that only sleep, as GPU processes name them: gen-small is one of the
+# collection's (its label), coder a service started by hand.
+SLEEPING_SEATS = """\
+services:
+  gen-small:
+    image: %(image)s
+    command: ["/bin/sleep", "3600"]
+    network_mode: none
+    labels: {io.llmfleet.seat: gen-small}
+  coder:
+    image: %(image)s
+    command: ["/bin/sleep", "3600"]
+    network_mode: none
+""" % {"image": SLEEP_IMAGE}
+
+
+def sleeping_seats(engine: DockerEngine, project_dir: Path) -> dict:
+    """SLEEPING_SEATS up as compose project "fv" in ``project_dir`` (an existing directory),
+    on SLEEP_IMAGE: ``{container name: its host PID}``."""
+    need(engine.docker("compose", "version", check=False).returncode == 0,
+         "docker compose v2 is missing: run `sudo scripts/install-system-deps`")
+    tiny_image(engine, SLEEP_IMAGE, ["/bin/sleep"])
+    (project_dir / "compose.yaml").write_text(SLEEPING_SEATS)
+    engine.compose(project_dir, "up", "-d", project="fv")
+    return {name: engine.container_pid(name) for name in ("fv-gen-small-1", "fv-coder-1")}

@@ -65,7 +65,24 @@ def litellm_bin() -> Path:
     return bootstrapped("bootstrap-litellm", "the litellm tests need the pinned proxy", timeout=900)
 
 
-class LiteLLMProxy:
+class _Proxy:
+    """What a test asks of a running proxy at ``url`` with its ``master_key``."""
+    url: str
+    master_key: str
+
+    def post(self, path: str, body: dict) -> tuple[int, str]:
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": "Bearer " + self.master_key})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+
+class LiteLLMProxy(_Proxy):
     """A LiteLLM proxy on a free loopback port, started from a config file."""
 
     def __init__(self, binary: Path, config_path: Path, master_key: str):
@@ -85,22 +102,11 @@ class LiteLLMProxy:
             stop(self.proc)
             raise
 
-    def post(self, path: str, body: dict) -> tuple[int, str]:
-        request = urllib.request.Request(
-            self.url + path, data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json",
-                     "Authorization": "Bearer " + self.master_key})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as reply:
-                return reply.status, reply.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-
 
 RESTART = Path(__file__).resolve().with_name("litellm_restart.py")
 
 
-class RestartableLiteLLM:
+class RestartableLiteLLM(_Proxy):
     """A LiteLLM proxy in its own session, restarted by ``restart_argv`` (what a window runs as
     seat_rebalance_gateway_restart) on the same port and config; ``close()`` stops whichever
     process serves then."""
@@ -127,9 +133,6 @@ class RestartableLiteLLM:
         except BaseException:
             self.close()
             raise
-
-    def post(self, path: str, body: dict) -> tuple[int, str]:
-        return LiteLLMProxy.post(self, path, body)
 
     @property
     def pid(self) -> int:
