@@ -43,5 +43,16 @@ def test_writing_the_gateways_config_without_a_restart_is_refused_before_anythin
                              seat_rebalance_gateway_config="/srv/litellm/config.yaml",
                              seat_rebalance_gateway_url="http://fv-gw:4000")
     assert task == "Check that writing the gateway's config has a config, a restart and a gateway to wait for"
-    assert message.endswith("got a config, a URL and no restart"), message
+    assert message.endswith("got a config, a URL, no restart and 300 s"), message
     assert message.startswith("host localhost: seat_rebalance_gateway_config_write is true, so expected")
+
+
+def test_a_gateway_restart_given_no_time_to_answer_is_refused_before_anything_is_touched(tmp_path):
+    task, message = _refused(tmp_path, seat_rebalance_gateway_config_write=True,
+                             seat_rebalance_gateway_config="/srv/litellm/config.yaml",
+                             seat_rebalance_gateway_url="http://fv-gw:4000",
+                             seat_rebalance_gateway_restart=["systemctl", "restart", "litellm"],
+                             seat_rebalance_gateway_restart_timeout=0)
+    assert task == "Check that writing the gateway's config has a config, a restart and a gateway to wait for"
+    assert message.endswith("got a config, a URL, a restart and 0 s"), message
+    assert "seat_rebalance_gateway_restart_timeout above 0 (seconds to wait for it)" in message

@@ -38,6 +38,11 @@ def params(url, **change):
     ({"creep_mib_per_hour": float("inf")}, "creep_mib_per_hour: expected a finite number >= 0, got inf"),
     ({"margin_mib": -1}, "margin_mib: expected MiB >= 0, got -1"),
     ({"gpus": None, "since": None}, "gpus and since: expected the host's cards and when the window ended, or report"),
+    ({"prometheus_url": None}, "prometheus_url: expected the Prometheus that scrapes the host's DCGM exporter "
+                               "(or source=beszel and beszel_url)"),
+    ({"source": "beszel", "beszel_url": "fv-mon:8090", "beszel_system": "abc123"},
+     "beszel_url: expected an http:// or https:// URL, got 'fv-mon:8090'"),
+    ({"source": "beszel", "beszel_url": "http://fv-mon:8090"}, "beszel_system: expected with source=beszel"),
 ])
 def test_what_cannot_be_asked_is_refused_in_one_line_before_any_query(change, message):
     with serving() as server:
