@@ -19,6 +19,11 @@ description:
     with (or its unit is not active).
   - With O(state=started) and O(wait_timeout), returns once the seat is healthy (its
     healthcheck passes) and fails when it exits, turns unhealthy, or is not healthy in time.
+  - O(state=dormant) keeps a compose seat that another seat replaces (a model swap) as that
+    seat's fallback - its container stopped and recreated in the C(created) state with the
+    C(io.llmfleet.dormant) label naming O(replaced_by) and no restart policy, from its own files
+    and a C(compose.dormant.yaml) laid over them. O(state=started) wakes it from its own files
+    alone; O(state=absent) removes it.
 author:
   - llmfleet.seats contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -40,10 +45,14 @@ options:
   state:
     description:
       - V(started) creates or recreates the seat from its files and starts it; V(stopped) stops
-        it and keeps it; V(absent) removes it (its files stay).
+        it and keeps it; V(dormant) keeps it stopped as the fallback of O(replaced_by); V(absent)
+        removes it (its files stay).
     type: str
-    choices: [started, stopped, absent]
+    choices: [started, stopped, dormant, absent]
     required: true
+  replaced_by:
+    description: With O(state=dormant), the seat that takes this one's place (its label's value).
+    type: str
   wait_timeout:
     description: With O(state=started), seconds to wait for the seat to be healthy; 0 returns at once.
     type: int
@@ -72,11 +81,18 @@ EXAMPLES = r"""
     state: stopped
   loop: [coder, voices]
   become: true
+
+- name: Keep the old char-rp seat, stopped, to fall back on after its model swap
+  llmfleet.seats.seat_runtime:
+    project_dir: /opt/docker/compose/meromero-charrp
+    state: dormant
+    replaced_by: gemma4-charrp
+  become: true
 """
 
 RETURN = r"""
 changed:
-  description: Whether the seat's container was created, recreated, started, stopped or removed.
+  description: Whether the seat's container was created, recreated, started, stopped, put to sleep or removed.
   returned: always
   type: bool
 """
@@ -92,11 +108,13 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "project_dir": {"type": "path", "required": True},
-            "state": {"type": "str", "choices": ["started", "stopped", "absent"], "required": True},
+            "state": {"type": "str", "choices": ["started", "stopped", "dormant", "absent"], "required": True},
+            "replaced_by": {"type": "str"},
             "wait_timeout": {"type": "int", "default": 0},
             "runtime": {"type": "str", "choices": sorted(RUNTIMES), "default": "compose"},
             "docker_host": {"type": "str"},
         },
+        required_if=[("state", "dormant", ["replaced_by"])],
         supports_check_mode=True,
     )
     params = module.params
@@ -104,7 +122,7 @@ def main():
         try:
             changed, problem = run_seat(params["runtime"], params["state"], params["project_dir"],
                                         Docker(params["docker_host"]), params["wait_timeout"],
-                                        module.check_mode)
+                                        module.check_mode, params["replaced_by"])
         except DockerError as exc:
             changed, problem = False, str(exc)
     if problem:

@@ -54,6 +54,13 @@ published:
   returned: always
   type: dict
   sample: {"gen-small": 8001}
+dormant:
+  description:
+    - Each dormant seat (kept stopped after another replaced it) and the seat that replaced it,
+      as its C(io.llmfleet.dormant) label says; null where the label is not a seat name.
+  returned: always
+  type: dict
+  sample: {"meromero-charrp": "gemma4-charrp"}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -61,7 +68,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import operator_errors
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.drain import running_at
-from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import running, seat_states
+from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import dormant_seats, running, seat_states
 
 
 def main():
@@ -70,7 +77,8 @@ def main():
         docker = Docker(module.params["docker_host"])
         seats = seat_states(docker)
         published = {seat: port for seat, (_bind, port) in running_at(docker).items()}
-    module.exit_json(changed=False, seats=seats, running=running(seats), published=published)
+        dormant = dormant_seats(docker)
+    module.exit_json(changed=False, seats=seats, running=running(seats), published=published, dormant=dormant)
 
 
 if __name__ == "__main__":

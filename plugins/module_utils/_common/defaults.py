@@ -77,6 +77,9 @@ SECRET_MIN_CHARS = 8
 
 # The label on every container the collection runs: its value is the seat's name.
 MANAGED_LABEL = "io.llmfleet.seat"
+# The label on a seat kept stopped after another took its place (a model swap): its value is the
+# name of the seat that replaced it. A rollback starts it again; only llmfleet_retire removes it.
+DORMANT_LABEL = "io.llmfleet.dormant"
 
 # The host address a seat's port is published on unless the inventory says otherwise: the host
 # itself, so a new seat is reachable from nowhere else until the operator names the address its

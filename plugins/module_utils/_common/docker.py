@@ -92,10 +92,12 @@ class Docker:
             raise DockerError("docker logs failed (rc=%d): %s" % (rc, out.strip()[-300:]))
         return out
 
-    def labelled(self, label, fields):
+    def labelled(self, label, fields, labels=()):
         """``{label value: {field: value}}`` for every container (running or not) carrying
-        ``label``, with the ``docker ps`` fields asked for (e.g. State, Status, Names)."""
-        template = "\t".join(["{{.Label \"%s\"}}" % label] + ["{{.%s}}" % field for field in fields])
+        ``label``, with the ``docker ps`` fields asked for (e.g. State, Status, Names) and the
+        values of its ``labels`` (each empty where it has none)."""
+        template = "\t".join(["{{.Label \"%s\"}}" % label] + ["{{.%s}}" % field for field in fields]
+                             + ["{{.Label \"%s\"}}" % name for name in labels])
         rc, out, err = self.run(["ps", "--all", "--filter", "label=" + label, "--format", template],
                                 timeout=60)
         if rc != 0:
@@ -103,6 +105,6 @@ class Docker:
         found = {}
         for line in out.splitlines():
             parts = line.split("\t")
-            if len(parts) == len(fields) + 1 and parts[0]:
-                found[parts[0]] = dict(zip(fields, parts[1:]))
+            if len(parts) == len(fields) + len(labels) + 1 and parts[0]:
+                found[parts[0]] = dict(zip(list(fields) + list(labels), parts[1:]))
         return found

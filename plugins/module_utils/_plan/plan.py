@@ -257,7 +257,9 @@ def _cross_checks(host, check, spec, cards, plateau, processes, retire, accept):
                               "but %s on the card (%s); expected the card's value"
                               % (gpu["memory_total_mib"], card.get("memory_total_mib"), what))
     listed = {seat["name"] for seat in spec["seats"]}
-    for name in sorted(set(processes) - listed - set(retire) - set(accept.get("unknown_plateau_seats") or [])):
+    replaced = {seat["replaces"] for seat in spec["seats"] if seat["replaces"]}
+    for name in sorted(set(processes) - listed - set(retire) - replaced
+                       - set(accept.get("unknown_plateau_seats") or [])):
         check.problem("the plateau snapshot", "it shows seat %s, which the inventory does not list (renamed? "
                       "its memory would be counted twice); expected a plateau of these seats, or "
                       "llmfleet_plan_accept.unknown_plateau_seats: [%s] to count it as another tenant's"
@@ -549,6 +551,7 @@ def _assemble(host, spec, sized, footprints, memory, now, placed, boot_margin_mi
             "current_gpus": seat["current_gpu"] or [],
             "moved": seat["name"] in placed["moves"],
             "container": seat["container_name"], "port": seat["port"], "take_over": seat["take_over"],
+            "replaces": seat["replaces"],
             "health_path": seat["health_path"], "kv_rule": sizing["rule"],
             "gpu_memory_utilization": engine.boot_utilization(footprint["footprint_mib"],
                                                               boot_margin_mib, total),

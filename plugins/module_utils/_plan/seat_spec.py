@@ -51,7 +51,7 @@ _GPU_KEYS = {"index", "uuid", "name", "memory_total_mib", "keep_clear"}
 _COMMON_KEYS = {"name", "engine", "image", "port", "gpu", "avoid_gpus", "current_gpu",
                 "container_name", "environment", "secret_environment", "volumes", "command",
                 "health_path", "health_interval", "health_start_period", "runtime", "restart",
-                "allow_floating_image", "bind_address", "networks", "take_over"}
+                "allow_floating_image", "bind_address", "networks", "take_over", "replaces"}
 # Where a seat runs, and the restart policies each runtime knows.
 RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
                     "systemd": ("always", "on-failure", "no")}
@@ -317,6 +317,16 @@ def _runtime_fields(check, where, raw, seat, engine):
         check.fail(where, "take_over", "true or false (true: a container started outside the collection in the "
                    "seat's place is stopped in the window and brought back by a rollback)", take_over)
     seat["take_over"] = take_over is True
+    replaces = raw.get("replaces")
+    if replaces is not None and (not isinstance(replaces, str) or not SEAT_NAME_RE.match(replaces)):
+        check.fail(where, "replaces", "the name of the seat this one takes the place of (%s)" % SEAT_NAME_EXPECTED,
+                   replaces)
+        replaces = None
+    elif replaces is not None and runtime != "compose":
+        check.fail(where, "replaces", "only on a compose seat (the replaced seat's container is kept dormant "
+                   "by compose); on a %s seat, retire the old one (llmfleet_retire)" % runtime, replaces)
+        replaces = None
+    seat["replaces"] = replaces
     allow = raw.get("allow_floating_image", False)
     if not isinstance(allow, bool):
         check.fail(where, "allow_floating_image", "true or false", allow)
@@ -481,6 +491,7 @@ def normalize_host(host, gpus, seats, kv_factor=KV_FACTOR, seat_defaults=None, r
             check.fail(_seat_where(i, seat["name"]), "gpu", "a GPU that is not kept clear", seat["gpu"])
     norm_seats = [seat for _position, seat in placed]
     norm_retire = _retire(check, retire, {seat["name"] for seat in norm_seats})
+    _replaced(check, placed, norm_retire)
     if check.errors:
         raise SeatSpecError("%d problem(s) in the inventory:\n- %s"
                             % (len(check.errors), "\n- ".join(check.errors)))
@@ -515,6 +526,31 @@ def _name_the_defaults(check, start, own, merged):
         field = next((key for key in inherited if ".%s:" % key in check.errors[number]), None)
         if field is not None:
             check.errors[number] += " (from llmfleet_seat_defaults.%s.%s)" % (merged.get("engine"), field)
+
+
+def _replaced(check, placed, retire):
+    """A seat replaces one that runs no longer under its name: neither listed nor retired, and by
+    one seat alone."""
+    listed = {seat["name"] for _i, seat in placed}
+    by = {}
+    for i, seat in placed:
+        old = seat["replaces"]
+        if old is None:
+            continue
+        where = _seat_where(i, seat["name"])
+        if old == seat["name"] or old in listed:
+            check.fail(where, "replaces", "a seat llmfleet_seats no longer lists (the replaced seat is kept "
+                       "dormant, not placed): remove %s from llmfleet_seats" % old, old)
+        elif old in retire:
+            check.fail(where, "replaces", "a seat that is not also retired: a replaced seat is kept dormant to "
+                       "fall back on, a retired one is removed; expected %s in one of replaces or llmfleet_retire"
+                       % old, old)
+        else:
+            by.setdefault(old, []).append(_seat_label(i, seat))
+    for old, where in sorted(by.items()):
+        if len(where) > 1:
+            check.problem("llmfleet_seats", "seat %s is replaced by %s; expected one seat in its place"
+                          % (old, " and ".join(where)))
 
 
 def _retire(check, retire, listed):

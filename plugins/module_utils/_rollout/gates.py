@@ -157,6 +157,10 @@ def memory_gates(plan_gpus, cards, gpu_uuids, margin_mib, tolerance_mib, phase, 
     return gates
 
 
+# When the gateway's routes are checked: before the window, after it, and after its rollback.
+SMOKE_PHASES = ("before", "after", "rolled_back")
+
+
 def _smoke_results(results, what):
     if not isinstance(results, list) or not all(isinstance(item, dict) for item in results):
         raise GateInputError("smoke_gates: expected gateway_smoke's 'results' list%s" % what)
@@ -166,9 +170,12 @@ def _smoke_results(results, what):
 def smoke_gates(results, before=None, accepted=None, phase="after"):
     """gateway_smoke's per-route results as rebalance gates. ``phase="before"``: the baseline the
     window starts from (gate ``gateway_<check>_before``), a failing check passing only on a route
-    in ``accepted`` (the operator's list of routes broken before the window). After the window,
+    in ``accepted`` (the operator's list of routes broken before the window). After the window
+    (``after``) or its rollback (``rolled_back``, gate ``gateway_<check>_rolled_back``),
     ``before`` (the baseline's results) tells a check the window broke from one that was broken
     before on an accepted route, which passes as no worse than it was."""
+    if phase not in SMOKE_PHASES:
+        raise GateInputError("smoke_gates: phase: expected one of %s, got %r" % (", ".join(SMOKE_PHASES), phase))
     results = _smoke_results(results, "")
     accepted = set(accepted) if isinstance(accepted, list) else set()
     failed_before = {(item.get("model"), item.get("check")) for item in _smoke_results(before or [], " as before")
@@ -179,10 +186,10 @@ def smoke_gates(results, before=None, accepted=None, phase="after"):
         if not ok and item.get("model") in accepted and (phase == "before" or key in failed_before):
             ok = True
             detail = "broken before the window too, accepted (seat_rebalance_gateway_broken_routes): %s" % detail
-        elif not ok and phase == "after" and before is not None:
+        elif not ok and phase != "before" and before is not None:
             detail = "%s before the window: %s" % ("broken" if key in failed_before else "passed", detail)
         gates.append(gate("route %s" % item.get("model"),
-                          "gateway_%s%s" % (item.get("check"), "_before" if phase == "before" else ""), ok,
+                          "gateway_%s%s" % (item.get("check"), "" if phase == "after" else "_" + phase), ok,
                           {"latency_s": item.get("latency_s"), "reasoning_key": item.get("reasoning_key")},
                           "ok", detail))
     return gates

@@ -8,7 +8,9 @@
 """The order in which a host's seats change: which stop first, and the boot waves.
 
 Seats that leave the host, move to another GPU or shrink stop first, so the memory they hold
-is free before anything boots. Every seat whose files changed, or that should run and does not,
+is free before anything boots. A seat another replaces (a model swap) leaves by going to sleep:
+kept stopped to fall back on; a dormant seat is removed only once llmfleet_retire names it, and
+only after every gate of the window passed. Every seat whose files changed, or that should run and does not,
 then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on each of its
 GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where vLLM's
 profile charges a neighbour's memory to the wrong seat. Within a GPU the largest
@@ -26,13 +28,18 @@ class StepsError(ValueError):
     """Inputs that do not describe one host's plan and state."""
 
 
-def rebalance_steps(plan, changed, running, cards):
-    """``{"stop_first": [...], "waves": [[...], ...], "leaving": [...], "unchanged": [...]}``.
+def rebalance_steps(plan, changed, running, cards, published=None, dormant=None):
+    """``{"stop_first": [...], "waves": [[...], ...], "leaving": [...], "sleeping": {...},
+    "retiring_dormant": [...], "unchanged": [...]}``.
 
-    ``plan`` is the host's plan (``seats`` with ``name``, ``gpus``, ``footprint_mib``; ``retire``:
-    the seats it may stop that it no longer lists; any other running one is refused);
-    ``changed`` the seats whose files changed; ``running`` the managed seats running now (names);
-    ``cards`` a gpu_info result read now (for what each running seat holds).
+    ``plan`` is the host's plan (``seats`` with ``name``, ``gpus``, ``footprint_mib``, ``port``
+    and ``replaces``; ``retire``: the seats it may stop that it no longer lists; any other running
+    one is refused); ``changed`` the seats whose files changed; ``running`` the managed seats
+    running now (names); ``cards`` a gpu_info result read now (for what each running seat holds);
+    ``published`` the port each running seat publishes now, and ``dormant`` the dormant seats on
+    the host (seat_runtime_info's). ``sleeping`` maps each leaving seat a plan seat replaces to
+    that seat (it is kept dormant, not removed); ``retiring_dormant`` lists the dormant seats the
+    plan retires.
     """
     if not isinstance(plan, dict) or not isinstance(plan.get("seats"), list) or not all(
             isinstance(seat, dict) and isinstance(seat.get("name"), str) and isinstance(seat.get("gpus"), list)
@@ -54,12 +61,23 @@ def rebalance_steps(plan, changed, running, cards):
         raise StepsError("cards: %s" % exc) from None
 
     leaving = sorted(running - set(seats))
-    kept = [name for name in leaving if name not in (plan.get("retire") or [])]
+    replacing = {seat["replaces"]: seat["name"] for seat in plan["seats"] if seat.get("replaces")}
+    kept = [name for name in leaving if name not in (plan.get("retire") or []) and name not in replacing]
     if kept:
         raise StepsError("host %s: %s run%s here but the inventory no longer lists %s; a seat is only "
-                         "stopped when llmfleet_retire names it (or list it in llmfleet_seats again)"
+                         "stopped when llmfleet_retire names it, or kept dormant when a seat says replaces: "
+                         "<it> (or list it in llmfleet_seats again)"
                          % (plan.get("host"), ", ".join(kept), "s" if len(kept) == 1 else "",
                             "it" if len(kept) == 1 else "them"))
+    sleeping = {name: replacing[name] for name in leaving if name in replacing}
+    for old, new in sorted(sleeping.items()):
+        port = (published or {}).get(old)
+        if port is not None and port != seats[new].get("port"):
+            raise StepsError("host %s: seat %s replaces %s, which publishes port %s; expected port %s on %s too "
+                             "(the gateway's routes stay as they are, and a rollback starts %s there again)"
+                             % (plan.get("host"), new, old, port, port, new, old))
+    retiring_dormant = sorted(name for name in (dormant or {})
+                              if name in (plan.get("retire") or []) and name not in running)
     stop_first = list(leaving)
     for name in sorted(changed & running):
         seat = seats[name]
@@ -84,5 +102,7 @@ def rebalance_steps(plan, changed, running, cards):
         "stop_first": stop_first,
         "waves": [wave["seats"] for wave in waves],
         "leaving": leaving,
+        "sleeping": sleeping,
+        "retiring_dormant": retiring_dormant,
         "unchanged": sorted(name for name in seats if name not in changed and name in running),
     }

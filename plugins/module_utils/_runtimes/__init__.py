@@ -46,13 +46,16 @@ def seat_file_texts(seat, project_dir, host=None, secrets=None):
             for name, text in sorted(runtime.render(seat, host, secrets, project_dir).items())]
 
 
-def run_seat(runtime, state, project_dir, docker, wait_timeout=0, check_mode=False):
-    """``(changed, problem or None)`` of starting, stopping or removing one seat."""
+def run_seat(runtime, state, project_dir, docker, wait_timeout=0, check_mode=False, replaced_by=None):
+    """``(changed, problem or None)`` of starting, stopping, removing one seat or keeping it
+    dormant (``state="dormant"``, as the fallback of the seat ``replaced_by``)."""
     module = RUNTIMES[runtime]
     if state == "started":
         return module.start(project_dir, docker, wait_timeout or None, check_mode)
     if state == "stopped":
         return module.stop(project_dir, docker, check_mode)
+    if state == "dormant":
+        return module.sleep(project_dir, docker, replaced_by, check_mode)
     return module.remove(project_dir, docker, check_mode)
 
 
@@ -61,6 +64,14 @@ def running(states):
     ``docker ps`` lists them), sorted."""
     return sorted(seat for seat, state in states.items()
                   if state.split(" ", 1)[0].rstrip(":") in ("running", "restarting", "paused"))
+
+
+def dormant_seats(docker):
+    """``{seat: the seat that replaced it}`` of every dormant seat on the host, whatever its runtime."""
+    found = {}
+    for module in RUNTIMES.values():
+        found.update(module.dormant(docker))
+    return found
 
 
 def seat_states(docker):

@@ -22,7 +22,13 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_VAR_PREFIX
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
+    DORMANT_LABEL,
+    MANAGED_LABEL,
+    SEAT_NAME_RE,
+    SECRET_VAR_PREFIX,
+)
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env import (
@@ -43,6 +49,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env 
 NAME = "compose"
 ENV_FILE = ".env"
 COMPOSE_FILE = "compose.yaml"
+# Laid over compose.yaml while the seat is dormant: the seat's own files stay byte for byte, and
+# compose alone reads this one, only when it puts the seat to sleep.
+DORMANT_FILE = "compose.dormant.yaml"
 # The .env holds what a window changes, and may hold tokens: only its owner reads it.
 _MODES = {ENV_FILE: 0o600, COMPOSE_FILE: 0o644}
 PROJECT_LABEL = "com.docker.compose.project"
@@ -206,10 +215,13 @@ def _problem(rc, out, err):
 def start(project_dir, docker, wait_timeout=None, check_mode=False):
     """Create or recreate the seat's container from its files and start it; with
     ``wait_timeout``, until it is healthy (compose --wait: an exited or unhealthy container
-    fails at once)."""
+    fails at once). A dormant seat wakes: its container is recreated from its own files alone."""
     before = _containers(project_dir, docker)
+    dormant_file = os.path.join(project_dir, DORMANT_FILE)
     if check_mode:
-        return not before or any(state != "running" for state in before.values()), None
+        return not before or os.path.exists(dormant_file) or any(state != "running" for state in before.values()), None
+    if os.path.exists(dormant_file):
+        os.remove(dormant_file)
     args = ["up", "--detach", "--remove-orphans"]
     if wait_timeout:
         args += ["--wait", "--wait-timeout", str(wait_timeout)]
@@ -227,6 +239,59 @@ def stop(project_dir, docker, check_mode=False):
     return _containers(project_dir, docker) != before, problem
 
 
+def dormant_text(seat, replaced_by):
+    """The file laid over a dormant seat's compose.yaml: never restarted by the engine (its port
+    is the seat's that replaced it), and labelled with that seat's name."""
+    for what, name in (("seat", seat), ("replaced_by", replaced_by)):
+        if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
+            raise RenderError("%s: expected a seat name, got %r" % (what, name))
+    return ("# Written by llmfleet.seats: seat %s was replaced by %s and is kept, stopped, to fall back on.\n"
+            "# A rollback of that window starts it again from compose.yaml alone; llmfleet_retire removes it.\n"
+            % (seat, replaced_by)) + _yaml({"services": {seat: {"restart": "no", "labels": {
+                DORMANT_LABEL: replaced_by}}}}, 0) + "\n"
+
+
+def sleep(project_dir, docker, replaced_by, check_mode=False):
+    """Keep the seat's container, stopped, as the fallback of ``replaced_by``: recreated in
+    docker's ``created`` state with the dormant label and no restart policy, from its own files
+    and the file laid over them. A seat already dormant for ``replaced_by`` is left as it is."""
+    seat = project_dir.rstrip("/").rsplit("/", 1)[-1]
+    if not _has_files(project_dir):
+        return False, "no %s in %s: only a compose seat's container is kept dormant" % (COMPOSE_FILE, project_dir)
+    text = dormant_text(seat, replaced_by)
+    dormant_file = os.path.join(project_dir, DORMANT_FILE)
+    before = _containers(project_dir, docker)
+    asleep = dormant(docker).get(seat) == replaced_by and before and all(
+        state == "created" for state in before.values())
+    try:
+        with open(dormant_file, encoding="utf-8") as handle:
+            current = handle.read()
+    except FileNotFoundError:
+        current = None
+    if asleep and current == text:
+        return False, None
+    if check_mode:
+        return True, None
+    problem = _problem(*_compose(project_dir, docker, ["stop"], timeout=600)) if before else None
+    if problem:
+        return True, problem
+    try:
+        replace_file(dormant_file, text, _MODES[COMPOSE_FILE])
+    except OSError as exc:
+        return True, "could not write %s: %s" % (dormant_file, exc)
+    return True, _problem(*docker.run(["compose", "--project-directory", project_dir,
+                                       "-f", os.path.join(project_dir, COMPOSE_FILE), "-f", dormant_file,
+                                       "create", "--force-recreate", "--pull", "never"], timeout=600))
+
+
+def dormant(docker):
+    """``{seat: the seat that replaced it}`` for every dormant seat on the host; a label value
+    outside the seat-name grammar is read as no name (None)."""
+    return {seat: fields[DORMANT_LABEL] if SEAT_NAME_RE.match(fields[DORMANT_LABEL]) else None
+            for seat, fields in docker.labelled(MANAGED_LABEL, [], [DORMANT_LABEL]).items()
+            if fields[DORMANT_LABEL]}
+
+
 def remove(project_dir, docker, check_mode=False):
     """Remove the seat's container and network. Without its files, the collection's containers
     compose labelled with its project (the directory's name) go."""
@@ -236,6 +301,8 @@ def remove(project_dir, docker, check_mode=False):
         if check_mode or not before:
             return bool(before), None
         problem = _problem(*_compose(project_dir, docker, ["down", "--remove-orphans"], timeout=600))
+        if problem is None and os.path.exists(os.path.join(project_dir, DORMANT_FILE)):
+            os.remove(os.path.join(project_dir, DORMANT_FILE))  # nothing left for it to lie over
         return _containers(project_dir, docker) != before, problem
     # only the collection's own: a hand-started project of the same name is not this seat's to remove
     rc, out, err = docker.run(["ps", "--all", "--quiet", "--filter", "label=%s=%s" % (PROJECT_LABEL, name),

@@ -11,8 +11,9 @@ its parameters or type and, where a runtime may leave it out, the default it get
 each registered runtime.
 
 Its files: ``files``, ``MODE_OPTIONS``, ``render``, ``redact``, ``validate``. Running the seat:
-``start``, ``stop``, ``remove`` (each ``(changed, problem or None)``; in check mode nothing is
-done and ``changed`` says whether it would be). What runs: ``states``, ``log``.
+``start``, ``stop``, ``remove``, ``sleep`` (each ``(changed, problem or None)``; in check mode
+nothing is done and ``changed`` says whether it would be). What runs: ``states``, ``dormant``,
+``log``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,17 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.seam import
 
 class RenderError(ValueError):
     """A seat that cannot be rendered safely; the message names the seat and field."""
+
+
+def _sleep(_project_dir, _docker, _replaced_by, _check_mode):
+    """Keep the seat's container stopped, labelled as the fallback of the seat ``replaced_by``
+    (a model swap), so that a rollback can start it again; a runtime that cannot keep one refuses."""
+    return False, "this runtime keeps no seat dormant: retire the seat (llmfleet_retire) instead"
+
+
+def _dormant(_docker):
+    """``{seat: the seat that replaced it}`` for every seat it keeps dormant on the host."""
+    return {}
 
 
 RUNTIME = Seam("runtime", {
@@ -44,6 +56,8 @@ RUNTIME = Seam("runtime", {
                       doc="wait_timeout (or None) waits until the seat is healthy"),
     "stop": Required("project_dir", "docker", "check_mode"),
     "remove": Required("project_dir", "docker", "check_mode"),
+    "sleep": _sleep,
+    "dormant": _dormant,
     "states": Required("docker", doc='{seat: "running (healthy)" | "running (health: starting)" | "exited: ..."} '
                        "for every seat it runs on the host"),
     "log": Required("seat", "docker", doc="the plan seat's log since its last start (what its engine's gates read)"),

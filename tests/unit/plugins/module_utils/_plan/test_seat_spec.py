@@ -186,3 +186,28 @@ def test_a_seat_the_plan_moves_to_another_port_is_found_where_it_ran():
     seats = {seat["name"]: seat for seat in gateway_seats(plan_seats, "10.251.50.54", None, published)}
     assert (seats["coder"]["previous_host"], seats["coder"]["previous_port"]) == ("10.251.50.54", 8012)
     assert "previous_port" not in seats["voices"] and "previous_port" not in seats["new"]
+
+
+def test_a_seat_replaces_one_no_longer_listed_and_the_plan_seat_says_which():
+    spec = spec_of([vllm_seat(name="charrp-moe", replaces="charrp-dense")])
+    assert spec["seats"][0]["replaces"] == "charrp-dense"
+    assert spec_of([vllm_seat()])["seats"][0]["replaces"] is None
+
+
+def test_what_a_seat_cannot_replace_is_refused_with_every_problem_at_once():
+    message = problems([vllm_seat(name="charrp-moe", replaces="gen-small", port=8016),
+                        vllm_seat(name="gen-small", replaces="Old Seat"),
+                        vllm_seat(name="tp-seat", replaces="charrp-dense", runtime="systemd", port=8020),
+                        vllm_seat(name="twin-a", replaces="gone", port=8021),
+                        vllm_seat(name="twin-b", replaces="gone", port=8022)])
+    assert ("host fv-ml1: seat charrp-moe: llmfleet_seats[0].replaces: expected a seat llmfleet_seats no longer "
+            "lists (the replaced seat is kept dormant, not placed): remove gen-small from llmfleet_seats, got "
+            "'gen-small'") in message
+    assert "host fv-ml1: seat gen-small: llmfleet_seats[1].replaces: expected the name of the seat this one " \
+           "takes the place of (lowercase letters" in message
+    assert "llmfleet_seats[2].replaces: expected only on a compose seat" in message
+    assert ("host fv-ml1: llmfleet_seats: seat gone is replaced by seat twin-a (llmfleet_seats[3]) and seat "
+            "twin-b (llmfleet_seats[4]); expected one seat in its place") in message
+    with pytest.raises(SeatSpecError, match=r"replaces: expected a seat that is not also retired"):
+        normalize_host("fv-ml1", FV_ML1["llmfleet_gpus"], [vllm_seat(replaces="charrp-dense")],
+                       retire=["charrp-dense"])

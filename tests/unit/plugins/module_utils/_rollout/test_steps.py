@@ -77,7 +77,41 @@ def test_a_planned_seat_that_is_not_running_boots_even_with_unchanged_files():
 def test_nothing_changed_nothing_to_do():
     running = [s["name"] for s in PLAN["seats"]]
     assert rebalance_steps(PLAN, [], running, {"gpus": []}) == {
-        "stop_first": [], "waves": [], "leaving": [], "unchanged": sorted(running)}
+        "stop_first": [], "waves": [], "leaving": [], "sleeping": {}, "retiring_dormant": [],
+        "unchanged": sorted(running)}
+
+
+def _swap(port=8016, **old_state):
+    """charrp-moe replaces charrp-dense, which runs now at ``port`` unless told otherwise."""
+    plan = {"host": "ana-ml2", "seats": [dict(_seat("charrp-moe", [G0], 30000), port=8016, replaces="charrp-dense")]}
+    running = old_state.get("running", ["charrp-dense"])
+    return rebalance_steps(plan, ["charrp-moe"], running, {"gpus": []}, {"charrp-dense": port} if running else {},
+                           old_state.get("dormant"))
+
+
+def test_a_replaced_seat_stops_first_and_sleeps_instead_of_leaving_for_good():
+    steps = _swap()
+    assert steps["leaving"] == ["charrp-dense"] and steps["stop_first"] == ["charrp-dense"]
+    assert steps["sleeping"] == {"charrp-dense": "charrp-moe"}
+    assert steps["waves"] == [["charrp-moe"]] and steps["retiring_dormant"] == []
+    # once it sleeps, a second window neither wakes it nor stops anything
+    again = _swap(running=[], dormant={"charrp-dense": "charrp-moe"})
+    assert again["leaving"] == [] and again["sleeping"] == {} and again["stop_first"] == []
+
+
+def test_a_replacement_on_another_port_is_refused_before_anything_stops():
+    with pytest.raises(StepsError, match=r"^host ana-ml2: seat charrp-moe replaces charrp-dense, which publishes "
+                       r"port 8017; expected port 8017 on charrp-moe too \(the gateway's routes stay as they are, "
+                       r"and a rollback starts charrp-dense there again\)$"):
+        _swap(port=8017)
+
+
+def test_a_dormant_seat_is_retired_only_when_the_plan_retires_it():
+    plan = {"host": "ana-ml2", "seats": [dict(_seat("charrp-moe", [G0], 30000), port=8016)]}
+    dormant = {"charrp-dense": "charrp-moe", "older": None}
+    assert rebalance_steps(plan, [], ["charrp-moe"], {"gpus": []}, {}, dormant)["retiring_dormant"] == []
+    steps = rebalance_steps(dict(plan, retire=["charrp-dense"]), [], ["charrp-moe"], {"gpus": []}, {}, dormant)
+    assert steps["retiring_dormant"] == ["charrp-dense"] and steps["leaving"] == [] and steps["stop_first"] == []
 
 
 @pytest.mark.parametrize("plan, changed, message", [
