@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 
 import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
-from support.rollout import (FLEET, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair,
+from support.rollout import (FLEET, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair,
                              wait_for)
 
 from twinlib import fleet
@@ -219,10 +220,28 @@ def free_mib(uuid: str) -> int:
     return gpu["memory_total_mib"] - gpu["memory_reserved_mib"] - gpu["background_used_mib"] - held
 
 
+ZETA_ROUTE = """\
+# the gateway's route to zeta, kept by hand
+model_list:
+  - model_name: zeta
+    litellm_params:
+      model: hosted_vllm/zeta
+      api_base: http://%(address)s:8203/v1
+    model_info:
+      max_input_tokens: 16384   # what zeta serves
+general_settings: {master_key: %(key)s}
+"""
+
+
+@pytest.mark.litellm
 def test_the_ladder_finds_the_largest_context_that_survives_a_long_request(systemd_fleet, tmp_path):
     """The stand-in's ground truth: a rung boots with zeta's footprint unchanged (its KV is
     pinned), then its first long request needs LONG_MIB_PER_KTOKEN MiB per 1,024 tokens on each
-    rank, out of what the boot left free, with the rebalance's margin (512 MiB) to spare."""
+    rank, out of what the boot left free, with the rebalance's margin (512 MiB) to spare. Each
+    rung that passes writes the gateway's limit for zeta in its own window; one that fails writes
+    nothing and puts nothing back, so the gateway ends at the best rung with the seat."""
+    from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
+
     zeta = {s["name"]: s for s in report_of(systemd_fleet["work"] / "first")["hosts"]["twin2"]["plan"]["seats"]}["zeta"]
     wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
                          if running == "running"), what="twin2's seats healthy")
@@ -230,10 +249,24 @@ def test_the_ladder_finds_the_largest_context_that_survives_a_long_request(syste
     values = list(range(16384, 32768 + 1, 4096))
     survives = [v for v in values if math.ceil(LONG_MIB_PER_KTOKEN * v / 1024) <= free - 512]
     assert values[0] in survives and values[-1] not in survives, "the ground truth lies inside the ladder"
-    proc = run_ansible(["ansible-playbook", "-i", str(systemd_fleet["hosts"]), "-i", systemd_fleet["inventory"],
-                        str(LADDER), "-e", "seat=zeta", "-e", "ladder_high=32768",
-                        "-e", "llmfleet_report_dir=%s" % tmp_path], timeout=900)
-    assert proc.returncode == 0, proc.stdout[-5000:]
+    key = "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    config.write_text(ZETA_ROUTE % {"address": address_of(systemd_fleet["inventory"], "twin2"), "key": key})
+    proxy = RestartableLiteLLM(litellm_bin(), config, key)
+    try:
+        gateway = {"seat_rebalance_gateway_url": proxy.url, "seat_rebalance_gateway_api_key": key,
+                   "seat_rebalance_gateway_config": str(config), "seat_rebalance_gateway_config_write": True,
+                   "seat_rebalance_gateway_restart": proxy.restart_argv}
+        proc = run_ansible(["ansible-playbook", "-i", str(systemd_fleet["hosts"]), "-i", systemd_fleet["inventory"],
+                            str(LADDER), "-e", "seat=zeta", "-e", "ladder_high=32768",
+                            "-e", "llmfleet_report_dir=%s" % tmp_path, "-e", json.dumps(gateway)], timeout=900)
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        assert key not in proc.stdout + proc.stderr
+        status, _reply = proxy.post("/v1/chat/completions", {"model": "zeta", "max_tokens": 8,
+                                                             "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 200, "the gateway restarted on each rung's config reaches zeta"
+    finally:
+        proxy.close()
     result = json.loads((tmp_path / "ladder.json").read_text())
     assert result["best"] == max(survives) and result["suggested"] == {"seat": "zeta", "max_model_len": max(survives)}
     assert [r["value"] for r in result["rungs"]][0] == 32768, "the upper end first"
@@ -248,3 +281,8 @@ def test_the_ladder_finds_the_largest_context_that_survives_a_long_request(syste
     env = seat_state()["files"]["zeta/seat.env"].decode()
     assert "SEAT_MAX_MODEL_LEN='%d'" % max(survives) in env, "the seat ends on the best rung"
     assert "best %d (it ran 16384)" % max(survives) in proc.stdout
+    assert "      max_input_tokens: %d   # what zeta serves\n" % max(survives) in config.read_text(), \
+        "the gateway's limit follows the seat to its best rung"
+    wrote = {rung["value"] for rung in result["rungs"] if rung["passed"] and rung["value"] != 16384}
+    kept = list(tmp_path.glob("litellm.yaml.bak-*"))
+    assert wrote and len(kept) == len(wrote), "one dated backup per rung that changed the limit, none for a failed one"

@@ -235,6 +235,23 @@ def gateway(twin_inventory, tmp_path):
     stop(proxy.proc)
 
 
+@pytest.fixture
+def gateway_alias(twin_inventory, tmp_path):
+    """A real LiteLLM whose alias char-rp routes to alpha's served name at alpha's port (seed 002)."""
+    from support.litellm import LiteLLMProxy, litellm_bin  # the litellm venv is only built for this
+
+    key = "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm-alias.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": "char-rp", "litellm_params": {
+            "model": "hosted_vllm/alpha", "api_base": "http://%s:8101/v1" % address_of(twin_inventory)}}],
+        "litellm_settings": {"num_retries": 0, "request_timeout": 30},
+        "general_settings": {"master_key": key}}))
+    proxy = LiteLLMProxy(litellm_bin(), config, key)
+    yield proxy
+    stop(proxy.proc)
+
+
 def _gateway_args(gateway, routes, broken_routes=()):
     return ["-e", json.dumps({"seat_rebalance_gateway_url": gateway.url,
                               "seat_rebalance_gateway_api_key": gateway.master_key,
@@ -372,6 +389,11 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
         "model_info.max_input_tokens 49152 is more than seat alpha serves (max_model_len 12288)"
     assert "### The gateway's routes after the window" in markdown
     assert "4 route(s) of %s to this host's seats: **1 not as they should be**." % (tmp_path / "litellm.yaml") in markdown
+    # the window does not write this config: the report gives its keeper the exact change, and nothing is written
+    assert [(c["route"], c["where"], c["old"], c["new"]) for c in section["gateway_routes"]["changes"]] == [
+        ("alpha-solo", "model_list[2].model_info.max_input_tokens", 49152, 12288)], section["gateway_routes"]["changes"]
+    assert "route alpha-solo, model_list[2].model_info.max_input_tokens: `49152` -> `12288`" in markdown
+    assert "max_input_tokens: 49152" in (tmp_path / "litellm.yaml").read_text()
     assert report_of(tmp_path / "settle-report")["hosts"]["twin1"]["gateway_routes"] == {}, "no config, no audit"
 
 
@@ -542,3 +564,83 @@ def test_a_window_repoints_the_gateway_and_keeps_its_limits_and_a_rollback_puts_
         assert status == 200, "the restarted gateway reaches alpha where it runs again: %s" % reply
     finally:
         proxy.close()
+
+
+def _swapped(tmp_path: Path, retire=(), **seats) -> Path:
+    """The test fleet with alpha's model swapped for llama as seat alpha-llama (replaces: alpha),
+    at alpha's port with alpha's served name, so the gateway's alias route stays as it is."""
+    llama = {"name": "alpha-llama", "replaces": "alpha", "model": "/srv/models/llama-3.1-8b-instruct",
+             "model_config": "models/llama-3.1-8b-instruct/config.json", "kv_cache_memory_bytes": "8GiB",
+             "weights_bytes": 16060522496}
+    hosts = fleet_with(tmp_path, alpha=dict(llama, **seats.get("alpha", {})))
+    if retire:
+        path = hosts.parent / "host_vars" / "twin1.yml"
+        data = yaml.safe_load(path.read_text())
+        data["llmfleet_retire"] = list(retire)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return hosts
+
+
+def _container(name: str) -> tuple:
+    """(docker's state, restart policy, dormant label) of a container on twin1."""
+    found = json.loads(fleet.find_host("twin1").docker(["inspect", "--type", "container", name]).stdout)[0]
+    return (found["State"]["Status"], found["HostConfig"]["RestartPolicy"]["Name"],
+            (found["Config"]["Labels"] or {}).get("io.llmfleet.dormant"))
+
+
+@pytest.mark.litellm
+def test_a_model_swap_keeps_the_old_seat_dormant_a_rollback_wakes_it_and_only_a_retire_removes_it(
+        twin_inventory, gateway_alias, tmp_path):
+    """Seed 002's swap on twin1: alpha's model is replaced by another at the same port and served
+    name, behind the gateway alias char-rp. A swap that fails its gates stops the new seat and
+    starts alpha again, and the alias answers after it; one that passes keeps alpha stopped and
+    labelled to fall back on; a second run changes nothing; only llmfleet_retire removes it."""
+    routes = [{"model": "char-rp", "checks": ["chat"], "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}]
+    alias = _gateway_args(gateway_alias, routes)
+    before = states()
+    root = Path(fleet.find_host("twin1").path("/srv/compose"))
+    alpha_files = {name: (root / "alpha" / name).read_bytes() for name in (".env", "compose.yaml")}
+
+    failing = _swapped(tmp_path / "fails", alpha={"environment": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
+    proc = rebalance(failing, twin_inventory, tmp_path / "fails" / "report", *alias, check=False)
+    assert proc.returncode != 0 and gateway_alias.master_key not in proc.stdout + proc.stderr
+    section = report_of(tmp_path / "fails" / "report")["hosts"]["twin1"]
+    assert section["status"] == "rolled_back", section.get("error")
+    assert any(a.startswith("dormant: alpha, replaced by alpha-llama (kept stopped") for a in section["actions"])
+    assert "running and healthy again: alpha" in section["actions"]
+    assert _container("vllm-alpha") == ("running", "always", None), "woken as it ran, from its own files"
+    assert "vllm-alpha-llama" not in state("twin1")["containers"], "the new seat was stopped first"
+    again = {g["seat"]: g for g in section["gates"] if g["gate"] == "gateway_chat_rolled_back"}
+    assert again["route char-rp"]["ok"], "the alias answers from alpha after the rollback"
+    assert_rolled_back(before["twin1"])
+
+    swapped = _swapped(tmp_path / "swap")
+    rebalance(swapped, twin_inventory, tmp_path / "swap" / "report", *alias)
+    section = report_of(tmp_path / "swap" / "report")["hosts"]["twin1"]
+    assert section["status"] == "applied"
+    assert _container("vllm-alpha") == ("created", "no", "alpha-llama"), "stopped, labelled, never restarted"
+    assert state("twin1")["containers"]["vllm-alpha-llama"][1:] == ("running", True)
+    assert {name: (root / "alpha" / name).read_bytes() for name in alpha_files} == alpha_files, \
+        "the dormant seat's own files are as they were"
+    checked = {(g["seat"], g["gate"]): g["ok"] for g in section["gates"] if g["gate"].startswith("gateway_")}
+    assert checked == {("route char-rp", "gateway_chat_before"): True, ("route char-rp", "gateway_chat"): True}
+
+    rebalance(swapped, twin_inventory, tmp_path / "again" / "report", *alias)
+    section = report_of(tmp_path / "again" / "report")["hosts"]["twin1"]
+    assert not any(a.startswith(("dormant: ", "stopped", "started")) for a in section["actions"]), section["actions"]
+    assert _container("vllm-alpha") == ("created", "no", "alpha-llama"), "kept until the operator retires it"
+
+    retired = _swapped(tmp_path / "retire", retire=["alpha"], alpha={"replaces": None})
+    rebalance(retired, twin_inventory, tmp_path / "retire" / "report", *alias)
+    section = report_of(tmp_path / "retire" / "report")["hosts"]["twin1"]
+    assert "retired (was dormant; its files stay): alpha" in section["actions"]
+    assert "vllm-alpha" not in state("twin1")["containers"]
+    assert (root / "alpha" / "compose.yaml").read_bytes() == alpha_files["compose.yaml"]
+
+    # back to the fleet the module started from, for the tests after this one
+    back = fleet_with(tmp_path / "back")
+    path = back.parent / "host_vars" / "twin1.yml"
+    path.write_text(path.read_text() + "llmfleet_retire: [alpha-llama]\n")
+    rebalance(back, twin_inventory, tmp_path / "back" / "report", *alias)
+    wait_healthy("twin1")
+    assert "vllm-alpha-llama" not in state("twin1")["containers"]

@@ -384,7 +384,9 @@ def build_plan(host, gpus, seats, inventory_dir=None, cards=None, plateau=None, 
     if check.errors or problems:
         raise PlanError("host %s: %d problem(s) before planning:\n- %s"
                         % (host, len(check.errors) + len(problems), "\n- ".join(check.errors + problems)))
-    names = {seat["name"] for seat in spec["seats"]}
+    # what a retired or replaced seat holds is freed before anything boots: not another tenant's
+    names = {seat["name"] for seat in spec["seats"]} | set(spec["retire"]) | {
+        seat["replaces"] for seat in spec["seats"] if seat["replaces"]}
     # a container started with docker run is its seat's by the seat's container name
     containers = {seat["container_name"]: seat["name"] for seat in spec["seats"]}
     now = _card_memory(host, spec["gpus"], cards, names, "reading of the cards", containers)

@@ -227,6 +227,13 @@ def _routes_markdown(routes):
             _cell(target["route"]), _cell(target["target"]),
             "**%s**" % target["status"] if target in wrong else target["status"],
             _cell(", ".join("%s: %d" % item for item in sorted(limits.items()))), _cell(target["detail"])))
+    changes = routes.get("changes") or []
+    if changes:
+        lines += ["", "The window does not write this config (seat_rebalance_gateway_config_write): the change it "
+                  "needs, line by line:", ""]
+        lines += ["- line %s, route %s, %s: `%s` -> `%s`" % (
+            change.get("line"), _cell(change.get("route")), _cell(change.get("where")),
+            _cell(change.get("old")), _cell(change.get("new"))) for change in changes]
     return lines
 
 

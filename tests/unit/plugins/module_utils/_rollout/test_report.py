@@ -132,6 +132,13 @@ def test_the_gateways_routes_after_the_window_say_what_matched_and_what_did_not(
     markdown = (tmp_path / "report.md").read_text()
     assert "2 route(s) of /srv/litellm/config.yaml to this host's seats: **1 not as they should be**." in markdown
     assert "| alpha-solo | http://10.251.50.54:8101/v1 | **over_limit** | max_input_tokens: 12288 |" in markdown
+    assert "the change it needs" not in markdown, "nothing to change is not a heading"
+    change = {"route": "alpha-solo", "where": "model_list[1].model_info.max_input_tokens", "kind": "model_info",
+              "line": 14, "old": 49152, "new": 12288}
+    write_report(str(tmp_path), "run-1b", "twin1", dict(SECTION, gateway_routes=dict(routes, changes=[change])),
+                 False, False)
+    assert "- line 14, route alpha-solo, model_list[1].model_info.max_input_tokens: `49152` -> `12288`" in \
+        (tmp_path / "report.md").read_text()
     # a config that names the host otherwise matches nothing: that is said, not "all as they should be"
     write_report(str(tmp_path), "run-2", "twin1", dict(SECTION, gateway_routes=dict(routes, targets=[])), False, False)
     markdown = (tmp_path / "report.md").read_text()
