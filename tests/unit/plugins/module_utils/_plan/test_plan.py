@@ -143,9 +143,15 @@ def test_a_plateau_of_a_seat_no_longer_listed_is_refused_unless_retired_or_accep
     renamed = [dict(SEATS[0], name="alpha2", port=8111)] + SEATS[1:]
     with pytest.raises(PlanError, match="it shows seat alpha, which the inventory does not list"):
         build_plan("twin1", GPUS, renamed, str(inventory), plateau=plateau)
-    for extra in ({"retire": ["alpha"]}, {"accept": {"unknown_plateau_seats": ["alpha"]}}):
-        plan = build_plan("twin1", GPUS, renamed, str(inventory), plateau=plateau, **extra)
-        assert plan["gpus"][0]["background_mib"] == 30000, "its memory counts as another tenant's"
+    plan = build_plan("twin1", GPUS, renamed, str(inventory), plateau=plateau,
+                      accept={"unknown_plateau_seats": ["alpha"]})
+    assert plan["gpus"][0]["background_mib"] == 30000, "accepted: its memory counts as another tenant's"
+    # retired, or replaced (a model swap): the window stops it before anything boots, so what it
+    # held is free for the plan, not another tenant's
+    swapped = [dict(SEATS[0], name="alpha2", replaces="alpha")] + SEATS[1:]
+    for seats, extra in ((renamed, {"retire": ["alpha"]}), (swapped, {})):
+        plan = build_plan("twin1", GPUS, seats, str(inventory), plateau=plateau, **extra)
+        assert plan["gpus"][0]["background_mib"] == 0, "its memory is freed by the window"
 
 
 def test_a_snapshot_of_another_host_is_refused_unless_accepted(inventory):

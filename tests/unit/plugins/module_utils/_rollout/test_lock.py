@@ -19,13 +19,18 @@ FILES = {"alpha": {".env": {"changed": True, "backup": "/srv/alpha/.env.bak"}},
 
 # A stand-in for ansible-playbook: forks a worker that leaves the process group and session,
 # as Ansible's WorkerProcess does, prints both pids, then waits for stdin to close.
+# The worker says when it is in a session of its own: a kill of the run's group before that would
+# take it too (the race a busy machine lost).
 RUN = r"""
 import os, sys, time
+ready, said = os.pipe()
 worker = os.fork()
 if worker == 0:
     os.setsid()
+    os.write(said, b"x")
     time.sleep(float(sys.argv[1]))
     os._exit(0)
+os.read(ready, 1)
 print(os.getpid(), worker, flush=True)
 sys.stdin.read()
 """
