@@ -644,3 +644,111 @@ def test_a_model_swap_keeps_the_old_seat_dormant_a_rollback_wakes_it_and_only_a_
     rebalance(back, twin_inventory, tmp_path / "back" / "report", *alias)
     wait_healthy("twin1")
     assert "vllm-alpha-llama" not in state("twin1")["containers"]
+
+
+COMPOSITE = """\
+# the fleet's gateway to twin1, kept by hand
+model_list:
+  - model_name: alpha
+    litellm_params:
+      model: hosted_vllm/alpha
+      api_base: http://%(address)s:8101/v1
+    model_info:
+      max_input_tokens: 32768   # what alpha serves
+  - model_name: gamma
+    litellm_params:
+      model: hosted_vllm/gamma
+      api_base: http://%(address)s:8103/v1
+  - model_name: char-rp   # beta's alias: it must answer through a model swap
+    litellm_params:
+      model: hosted_vllm/beta
+      api_base: http://%(address)s:8102/v1
+litellm_settings: {num_retries: 0, request_timeout: 30}
+general_settings: {master_key: %(key)s}
+"""
+
+
+@pytest.mark.litellm
+def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_undoes_each(twin_inventory, tmp_path):
+    """The gateway side of every kind of change in one window on twin1, against a real LiteLLM
+    that the window restarts, with requests sent through it all along: alpha restarts at the
+    context a ladder found (its limit follows), gamma moves to another port (its route follows),
+    beta's model is swapped (its alias stays). A first window that breaks a client of alpha rolls
+    back each change; the same window without that client passes; a last one puts the fleet back."""
+    from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
+
+    address, key = address_of(twin_inventory), "sk-" + os.urandom(16).hex()
+    config = tmp_path / "litellm.yaml"
+    original = COMPOSITE % {"address": address, "key": key}
+    config.write_text(original)
+    proxy = RestartableLiteLLM(litellm_bin(), config, key)
+    prose = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    routes = [dict(prose, model=route) for route in ("alpha", "gamma", "char-rp")]
+    swap = {"name": "beta-qwen", "replaces": "beta", "model": "/srv/models/qwen3-8b",
+            "model_config": "models/qwen3-8b/config.json", "weights_bytes": 16381470720}
+
+    def window(name, checks, hosts):
+        asked = ["-e", json.dumps({
+            "seat_rebalance_gateway_url": proxy.url, "seat_rebalance_gateway_api_key": key,
+            "seat_rebalance_gateway_routes": checks, "seat_rebalance_gateway_config": str(config),
+            "seat_rebalance_gateway_config_write": True, "seat_rebalance_gateway_restart": proxy.restart_argv,
+            "seat_rebalance_gateway_load": True, "seat_rebalance_gateway_load_routes": ["alpha", "gamma", "char-rp"],
+            "seat_rebalance_gateway_load_interval": 0.2})]
+        proc = rebalance(hosts, twin_inventory, tmp_path / name / "report", *asked, check=False)
+        out = proc.stdout + proc.stderr
+        assert key not in out + (tmp_path / name / "report" / "report.md").read_text(), "the key is never shown"
+        section = report_of(tmp_path / name / "report")["hosts"]["twin1"]
+        loads = {route["route"]: route for route in section["gateway_load"]["routes"]}
+        assert sorted(loads) == ["alpha", "char-rp", "gamma"] and all(r["sent"] > 0 for r in loads.values()), loads
+        print("%s: through the gateway, sent/failed/longest gap per route: %s" % (name, ", ".join(
+            "%s %d/%d/%.1f s" % (r, loads[r]["sent"], loads[r]["failed"], loads[r]["longest_gap_s"]) for r in sorted(loads))))
+        return proc, section
+
+    try:
+        changes = lambda where: fleet_with(tmp_path / where, alpha={"max_model_len": 16384}, gamma={"port": 8113},
+                                           beta=swap)
+        before = states()
+        # a client of alpha that asks for 20,000 tokens of reply: fine at 32,768, not at 16,384
+        broken = [dict(routes[0], max_tokens=20000)] + routes[1:]
+        proc, failed = window("fails", broken, changes("fails"))
+        assert proc.returncode != 0 and failed["status"] == "rolled_back", failed.get("error")
+        assert [(g["seat"], g["gate"]) for g in failed["gates"] if not g["ok"]] == [("route alpha", "gateway_chat")]
+        assert config.read_text() == original, "the gateway's config is back byte for byte"
+        assert any(a.startswith("gateway config restored from %s.bak-" % config) for a in failed["actions"])
+        assert "running and healthy again: beta" in failed["actions"]
+        assert_rolled_back(before["twin1"])
+        assert "vllm-beta-qwen" not in state("twin1")["containers"], "the swap's new seat is gone"
+        again = {g["seat"]: g["ok"] for g in failed["gates"] if g["gate"] == "gateway_chat_rolled_back"}
+        assert again == {"route alpha": True, "route gamma": True, "route char-rp": True}, \
+            "after the rollback every route answers as before the window (alpha's long client too)"
+
+        proc, applied = window("passes", routes, changes("passes"))
+        assert proc.returncode == 0 and applied["status"] == "applied", applied.get("error")
+        changed = [line for line in difflib.ndiff(original.splitlines(), config.read_text().splitlines())
+                   if line[:1] in "+-"]
+        assert changed == [
+            "-       max_input_tokens: 32768   # what alpha serves", "+       max_input_tokens: 16384   # what alpha serves",
+            "-       api_base: http://%s:8103/v1" % address, "+       api_base: http://%s:8113/v1" % address]
+        actions = applied["actions"]
+        assert "gateway config %s: gamma api_base: http://%s:8103/v1 -> http://%s:8113/v1" % (
+            config, address, address) in actions
+        assert any(a.startswith("dormant: beta, replaced by beta-qwen") for a in actions), actions
+        gateway = {(g["seat"], g["gate"]): g["ok"] for g in applied["gates"] if g["gate"].startswith("gateway_")}
+        assert gateway == {("route %s" % r, "gateway_chat%s" % phase): True
+                           for r in ("alpha", "gamma", "char-rp") for phase in ("_before", "")}
+        assert [(t["route"], t["status"]) for t in applied["gateway_routes"]["targets"]] == [
+            ("alpha", "ok"), ("gamma", "ok"), ("char-rp", "ok")]
+        markdown = (tmp_path / "passes" / "report" / "report.md").read_text()
+        assert "### Through the gateway during the window" in markdown
+        assert "### The gateway's routes after the window" in markdown
+
+        # back as the module began: beta listed again, its replacement retired
+        back = fleet_with(tmp_path / "back")
+        path = back.parent / "host_vars" / "twin1.yml"
+        path.write_text(path.read_text() + "llmfleet_retire: [beta-qwen]\n")
+        proc, restored = window("back", routes, back)
+        assert proc.returncode == 0 and restored["status"] == "applied", restored.get("error")
+        assert config.read_text() == original, "the collection's edits of the config undo exactly"
+        wait_healthy("twin1")
+    finally:
+        proxy.close()
