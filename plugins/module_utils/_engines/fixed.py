@@ -17,7 +17,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint i
 
 NAME = "fixed"
 FIELDS = frozenset({"memory_cap_bytes", "memory_boot_bytes", "container_port"})
-LAUNCH_FIELDS = ("container_port",)
+# Its plan seat's field (_engines.fields): where its image listens, the seat's port when null.
+PLAN_SEAT_FIELDS = (("launch.container_port", "port or null", None),)
 SIZE_FIELDS = ("memory_cap_bytes", "memory_boot_bytes")
 HOST_IPC = False
 # It leaves the operator's margin free on its GPUs.
@@ -48,12 +49,6 @@ def size(seat, inventory_dir, options):
 
 def footprint(seat, sized, plateau, record, default_overhead_mib):
     return fixed_footprint(seat)
-
-
-def check_plan_seat(seat, fail):
-    port = (seat.get("launch") or {}).get("container_port")
-    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535):
-        fail("launch.container_port", "a TCP port (1-65535)", port)
 
 
 def command(seat, var):

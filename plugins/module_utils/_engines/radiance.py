@@ -53,7 +53,6 @@ FIELDS = frozenset({
     "model", "model_profile", "tensor_parallel_size", "served_model_names", "max_num_seqs", "max_model_len",
     "gpu_headroom_mib", "host_pool_mib", "prefix_cache_mib", "placement", "checkpoint_slots",
     "ttm_min_mib", "ttm_target_mib", "target_tokens"})
-LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size")
 SIZE_FIELDS = ()
 HOST_IPC = True
 # It claims its cards but GPU_HEADROOM_MIB: that headroom, not the operator's margin, stays free.
@@ -69,6 +68,14 @@ ENV_KNOBS = (("GPU_HEADROOM_MIB", "gpu_headroom_mib"), ("HOST_POOL_MIB", "host_p
              ("PREFIX_CACHE_MIB", "prefix_cache_mib"), ("PLACEMENT", "placement"),
              ("CHECKPOINT_SLOTS", "checkpoint_slots"), ("TTM_MIN_MIB", "ttm_min_mib"),
              ("TTM_TARGET_MIB", "ttm_target_mib"))
+# Its plan seat's fields (_engines.fields): every knob of the env file (placement and checkpoint
+# slots, which take words too, are checked by check_plan_seat), then what its serve script needs.
+PLAN_SEAT_FIELDS = tuple((field, "count", None) for _var, field in ENV_KNOBS
+                         if field not in ("placement", "checkpoint_slots")) + (
+    ("launch.model", "text", None),
+    ("launch.served_model_names", "texts", None),
+    ("launch.tensor_parallel_size", "positive or null", None),
+)
 # The knobs that move the KV pool; PLACEMENT moves the experts. One of the two a window.
 POOL_KNOBS = ("gpu_headroom_mib", "host_pool_mib", "max_num_seqs", "max_model_len", "prefix_cache_mib")
 # What the serve script reads from its environment rather than its flags.
@@ -289,23 +296,22 @@ def window_problems(seat, sized, running):
 
 # -- launch ---------------------------------------------------------------------------------------
 def check_plan_seat(seat, fail):
-    for _var, field in ENV_KNOBS:
-        value = seat.get(field)
-        if field == "placement":
-            if not isinstance(value, str) or not _PLACEMENT_RE.match(value):
-                fail(field, "radiance's expert placement", value)
-        elif field == "checkpoint_slots" and value == "auto":
-            continue
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            fail(field, "an integer from 0 up", value)
-    launch = seat.get("launch") or {}
-    if not isinstance(launch.get("model"), str) or not MODEL_RE.match(launch["model"]):
-        fail("launch.model", "the model's path in the image", launch.get("model"))
+    """The knobs that take words, the model and its names as the serve script reads them, and one
+    GPU per tensor-parallel rank (each field's kind is PLAN_SEAT_FIELDS')."""
+    if not isinstance(seat.get("placement"), str) or not _PLACEMENT_RE.match(seat["placement"]):
+        fail("placement", "radiance's expert placement", seat.get("placement"))
+    slots = seat.get("checkpoint_slots")
+    if slots != "auto" and (not isinstance(slots, int) or isinstance(slots, bool) or slots < 0):
+        fail("checkpoint_slots", "an integer from 0 up, or auto", slots)
+    launch = seat["launch"]
+    if not MODEL_RE.match(launch["model"]):
+        fail("launch.model", "the model's path in the image", launch["model"])
     names = launch.get("served_model_names") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) and SERVED_NAME_RE.match(n) for n in names):
+    if not all(SERVED_NAME_RE.match(n) for n in names):
         fail("launch.served_model_names", "a list of model names", names)
-    if launch.get("tensor_parallel_size", 1) != len(seat["gpus"]):
-        fail("gpus", "one GPU per tensor-parallel rank (%s)" % launch.get("tensor_parallel_size"), seat["gpus"])
+    tp = launch.get("tensor_parallel_size") or 1
+    if tp != len(seat["gpus"]):
+        fail("gpus", "one GPU per tensor-parallel rank (%s)" % tp, seat["gpus"])
 
 
 def environment(seat):

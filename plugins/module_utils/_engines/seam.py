@@ -13,8 +13,9 @@ has the table of who implements what.
 
 The inventory checked into normal form: ``gpu_count``, ``container_name``, ``normalize``. Sized,
 its footprint and what a plan seat carries: ``size``, ``boot_problem``, ``footprint``, ``ran``,
-``boot_utilization``, ``planned``, ``window_problems``. What a runtime needs to run it:
-``check_plan_seat``, ``environment``, ``command``, ``container_environment``, ``listen_port``,
+``boot_utilization``, ``planned``, ``window_problems``. Its plan seat's fields, one table the
+plan, the render and the release check read: ``PLAN_SEAT_FIELDS`` (_engines.fields). What a
+runtime needs to run it: ``check_plan_seat``, ``environment``, ``command``, ``container_environment``, ``listen_port``,
 ``HOST_IPC``. Its gates beside every seat's: ``before_start_gates``, ``host_gates``, and after
 its boot (composed by _rollout.gates) ``MODELS_PATH``, ``LOG_GATE``, ``log_gates``,
 ``probe_gates``. A server started outside the collection: ``serves``, ``boot_state``. Its
@@ -64,8 +65,8 @@ def window_problems(seat, sized, running):
 
 
 def check_plan_seat(seat, fail):
-    """Check a plan seat's own fields before it is rendered, ``fail(field, expected, value)``
-    for each problem: nothing beyond every seat's."""
+    """Check what its plan seat's fields must agree on beyond each one's kind (PLAN_SEAT_FIELDS)
+    before it is rendered, ``fail(field, expected, value)`` for each problem: nothing."""
 
 
 def environment(seat):
@@ -127,7 +128,9 @@ def plan_notes(seat):
 ENGINE = Seam("engine", {
     "NAME": Constant(str, doc="the inventory's engine: value"),
     "FIELDS": Constant(frozenset, frozenset(), doc="the inventory fields its seat may have beyond every seat's"),
-    "LAUNCH_FIELDS": Constant(tuple, (), doc="which of FIELDS the rendered files need"),
+    "PLAN_SEAT_FIELDS": Constant(tuple, (), doc="its plan seat's fields beyond every seat's, rows of (field, kind, "
+                                                "flag): launch.* are copied from the inventory, every row is held "
+                                                "to its kind before a render (_engines.fields)"),
     "SIZE_FIELDS": Constant(tuple, (), doc="which of FIELDS are sizes"),
     "HOST_IPC": Constant(bool, False, doc="whether a runtime gives it the host's IPC namespace"),
     "EXITS_CLEAN_ON_FAULT": Constant(bool, False, doc="whether only a restart policy that restarts a clean exit keeps it up"),

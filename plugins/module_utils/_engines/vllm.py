@@ -29,6 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import field_flags, flags_by_field
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import FLAGS, PARSERS
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
@@ -81,11 +82,25 @@ API_KEY_VARIABLE = "VLLM_API_KEY"
 # What it serves, with each name's context, once healthy; its boot log's gate.
 MODELS_PATH = "/v1/models"
 LOG_GATE = "boot_log"
-# What the rendered files need beyond the planned numbers, as the inventory declared it.
-LAUNCH_FIELDS = ("model", "served_model_names", "tensor_parallel_size", "kv_cache_dtype",
-                 "tool_call_parser", "reasoning_parser", "default_chat_template_kwargs",
-                 "max_new_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                 "extra_args")
+# Its plan seat's fields, once (_engines.fields): the planned numbers, then what the rendered
+# files need as the inventory declared it, each with the flag it renders.
+PLAN_SEAT_FIELDS = (
+    ("max_model_len", "positive", "--max-model-len"),
+    ("kv_cache_memory_bytes", "positive", "--kv-cache-memory-bytes"),
+    ("gpu_memory_utilization", "fraction", "--gpu-memory-utilization"),
+    ("launch.model", "text", None),  # the positional argument
+    ("launch.served_model_names", "texts", None),  # one --served-model-name with every name
+    ("launch.tensor_parallel_size", "positive or null", "--tensor-parallel-size"),  # null: 1
+    ("launch.kv_cache_dtype", "text or null", "--kv-cache-dtype"),
+    ("launch.tool_call_parser", "text or null", "--tool-call-parser"),
+    ("launch.reasoning_parser", "text or null", "--reasoning-parser"),
+    ("launch.default_chat_template_kwargs", "plain dict or null", "--default-chat-template-kwargs"),
+    ("launch.max_new_tokens", "positive or null", "--override-generation-config"),
+    ("launch.max_num_seqs", "positive or null", "--max-num-seqs"),
+    ("launch.max_num_batched_tokens", "positive or null", "--max-num-batched-tokens"),
+    ("launch.block_size", "positive or null", "--block-size"),
+    ("launch.extra_args", "texts", None),
+)
 # The fields that are memory sizes (read as written, shown in the plan in GiB too).
 SIZE_FIELDS = ("kv_cache_memory_bytes", "weights_bytes", "overhead_bytes")
 # The flags the plan writes (or that change what it counted: GPUs per seat, KV blocks). vLLM's
@@ -121,11 +136,9 @@ _SECRET_FLAGS = ("--api-key", "--hf-token")
 _FLAG_RE = re.compile(r"\A--[a-z0-9][a-z0-9_-]*(\.[A-Za-z0-9_.-]+)?(=.*)?\Z", re.DOTALL)
 _SHORT_FLAG_RE = re.compile(r"\A-[A-Za-z][A-Za-z0-9]*(=.*)?\Z|\A-O[0-9.]", re.DOTALL)
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
-# The seat fields that each render a flag a release may lack (command() renders them).
-_FIELD_FLAGS = (("default_chat_template_kwargs", "--default-chat-template-kwargs"),
-                ("max_new_tokens", "--override-generation-config"), ("tool_call_parser", "--tool-call-parser"),
-                ("reasoning_parser", "--reasoning-parser"), ("max_num_seqs", "--max-num-seqs"),
-                ("max_num_batched_tokens", "--max-num-batched-tokens"), ("block_size", "--block-size"))
+# The inventory fields that each render a flag, which the seat's release must take.
+_FIELD_FLAGS = field_flags(PLAN_SEAT_FIELDS)
+_FLAG_OF = flags_by_field(PLAN_SEAT_FIELDS)
 MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
 SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 # a parser of the operator's own, registered from this file, takes a name no release knows
@@ -565,32 +578,8 @@ def window_problems(seat, sized, running):
 
 # -- launch ---------------------------------------------------------------------------------------
 def check_plan_seat(seat, fail):
-    """What rendering needs of a plan seat beyond every seat's; ``fail(field, expected, got)``."""
-    for field in ("max_model_len", "kv_cache_memory_bytes"):
-        value = seat.get(field)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            fail(field, "a positive integer", value)
-    util = seat.get("gpu_memory_utilization")
-    if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < util <= 1:
-        fail("gpu_memory_utilization", "a number in (0, 1]", util)
-    launch = seat.get("launch") or {}
-    if not isinstance(launch.get("model"), str) or not launch.get("model"):
-        fail("launch.model", "a non-empty string", launch.get("model"))
-    for field in ("extra_args", "served_model_names"):
-        items = launch.get(field) or []
-        if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
-            fail("launch.%s" % field, "a list of strings", items)
-    for field in ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_new_tokens"):
-        value = launch.get(field)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            fail("launch.%s" % field, "a positive integer or null", value)
-    for field in ("kv_cache_dtype", "tool_call_parser", "reasoning_parser"):
-        if launch.get(field) is not None and not isinstance(launch[field], str):
-            fail("launch.%s" % field, "a string or null", launch[field])
-    kwargs = launch.get("default_chat_template_kwargs")
-    if kwargs is not None and not (isinstance(kwargs, dict) and _json_safe(kwargs)):
-        fail("launch.default_chat_template_kwargs", "a dict of plain values or null", kwargs)
-    tp = launch.get("tensor_parallel_size", 1)
+    """One GPU per tensor-parallel rank; ``fail(field, expected, got)``."""
+    tp = seat["launch"].get("tensor_parallel_size") or 1
     if tp != len(seat["gpus"]):
         fail("gpus", "one GPU per tensor-parallel rank (%s)" % tp, seat["gpus"])
 
@@ -614,33 +603,32 @@ def command(seat, var):
     args = [var("SEAT_MODEL"), "--port", var("SEAT_PORT"), "--served-model-name"]
     args += list(launch.get("served_model_names") or [seat["name"]])
     args += [
-        "--max-model-len", var("SEAT_MAX_MODEL_LEN"),
+        _FLAG_OF["max_model_len"], var("SEAT_MAX_MODEL_LEN"),
         # The registered flag; vLLM's own log suggests --kv-cache-memory, which only works as an
         # argparse abbreviation.
-        "--kv-cache-memory-bytes", var("SEAT_KV_CACHE_MEMORY_BYTES"),
+        _FLAG_OF["kv_cache_memory_bytes"], var("SEAT_KV_CACHE_MEMORY_BYTES"),
         # With KV pinned in bytes, util is only vLLM's startup check against free memory.
-        "--gpu-memory-utilization", var("SEAT_GPU_MEMORY_UTILIZATION"),
+        _FLAG_OF["gpu_memory_utilization"], var("SEAT_GPU_MEMORY_UTILIZATION"),
     ]
-    if launch.get("tensor_parallel_size", 1) > 1:
-        args += ["--tensor-parallel-size", str(launch["tensor_parallel_size"])]
-    if launch.get("kv_cache_dtype", "auto") != "auto":
-        args += ["--kv-cache-dtype", launch["kv_cache_dtype"]]
-    for flag in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-        if launch.get(flag) is not None:
-            args += ["--" + flag.replace("_", "-"), str(launch[flag])]
+    if (launch.get("tensor_parallel_size") or 1) > 1:
+        args += [_FLAG_OF["tensor_parallel_size"], str(launch["tensor_parallel_size"])]
+    if launch.get("kv_cache_dtype") not in (None, "auto"):
+        args += [_FLAG_OF["kv_cache_dtype"], launch["kv_cache_dtype"]]
+    for field in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if launch.get(field) is not None:
+            args += [_FLAG_OF[field], str(launch[field])]
     # Tool calling, reasoning and the chat-template default are a set: a tool parser without
     # --enable-auto-tool-choice is inert, and vLLM refuses the reverse.
     if launch.get("tool_call_parser"):
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", launch["tool_call_parser"]]
+        args += ["--enable-auto-tool-choice", _FLAG_OF["tool_call_parser"], launch["tool_call_parser"]]
     if launch.get("reasoning_parser"):
-        args += ["--reasoning-parser", launch["reasoning_parser"]]
+        args += [_FLAG_OF["reasoning_parser"], launch["reasoning_parser"]]
     if launch.get("default_chat_template_kwargs"):
-        args += ["--default-chat-template-kwargs",
+        args += [_FLAG_OF["default_chat_template_kwargs"],
                  json.dumps(launch["default_chat_template_kwargs"], sort_keys=True)]
     if launch.get("max_new_tokens"):
         # vLLM reads max_new_tokens here; a "max_tokens" key is silently ignored.
-        args += ["--override-generation-config",
-                 json.dumps({"max_new_tokens": launch["max_new_tokens"]})]
+        args += [_FLAG_OF["max_new_tokens"], json.dumps({"max_new_tokens": launch["max_new_tokens"]})]
     return args + list(launch.get("extra_args") or [])
 
 

@@ -36,6 +36,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, bytes_to_mib, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import launch_fields
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import checked_running
 from ansible_collections.llmfleet.seats.plugins.module_utils._placement import PlacementError, place
@@ -66,8 +67,8 @@ HOST_OPTIONS = {
     "demand_factor": {"type": "float", "default": DEMAND_FACTOR},
     "demand_required": {"type": "bool", "default": True},
 }
-# What the rendered files need of every seat, as the inventory declared it (an engine adds its
-# own LAUNCH_FIELDS).
+# What the rendered files need of every seat, as the inventory declared it (an engine adds the
+# launch. rows of its PLAN_SEAT_FIELDS).
 LAUNCH_FIELDS = ("image", "environment", "secret_environment", "volumes", "command", "health_interval",
                  "health_start_period", "restart", "bind_address", "networks")
 
@@ -103,7 +104,7 @@ def _card_memory(host, gpus, reading, names, what, containers=None):
 def _launch(seat):
     """The seat's launch inputs (what the runtime renders besides the planned numbers)."""
     engine = engine_of(seat)
-    return {key: seat[key] for key in LAUNCH_FIELDS + engine.LAUNCH_FIELDS}
+    return {key: seat[key] for key in LAUNCH_FIELDS + launch_fields(engine.PLAN_SEAT_FIELDS)}
 
 
 def _size(spec, inventory_dir, options):

@@ -9,7 +9,7 @@
 that runs its container). ``seam`` declares the interface, ``RUNTIMES`` who implements it (each checked against it as it is registered);
 docs/architecture.md has the table.
 
-May import: _common, _engines (a seat's launch arguments).
+May import: _common, _engines (a seat's launch arguments), _plan (what a plan seat is).
 """
 
 from __future__ import annotations

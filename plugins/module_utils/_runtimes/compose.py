@@ -30,9 +30,9 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SECRET_VAR_PREFIX,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan_seat import PLAIN_KEY_RE
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env import (
-    PLAIN_KEY_RE,
     Joined,
     Ref,
     container_state,

@@ -19,20 +19,17 @@ import re
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     BIND_ADDRESS,
     CONTROL_RE,
-    HEALTH_PATH_EXPECTED,
-    HEALTH_PATH_RE,
     HOST_NAME_EXPECTED,
     HOST_NAME_RE,
-    NETWORK_NAME_RE,
     REDACTED,
     SECRET_VAR_PREFIX,
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan_seat import check_plan_seat
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
-PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
 SECRET_CHANGED = "<secret changed>"
 
@@ -61,69 +58,19 @@ def fail(seat, field, expected, got):
 
 
 def validated(seat):
-    """A plan seat (seat_plan's ``plan.seats[]``) that renders safely."""
-    if not isinstance(seat, dict):
-        raise RenderError("seat: expected a plan seat (a dict), got %r" % (seat,))
-    name = seat.get("name")
-    if not isinstance(name, str) or not SEAT_NAME_RE.match(name):
-        fail(seat, "name", SEAT_NAME_EXPECTED + " (it names the seat's project and unit)", name)
-    if not isinstance(seat.get("engine"), str) or seat["engine"] not in ENGINES:
-        fail(seat, "engine", " or ".join(repr(engine) for engine in ENGINES), seat.get("engine"))
-    port = seat.get("port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port <= 65535:
-        fail(seat, "port", "a TCP port (1-65535)", port)
-    gpus = seat.get("gpus")
-    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) and g for g in gpus):
-        fail(seat, "gpus", "a non-empty list of GPU UUIDs", gpus)
-    launch = seat.get("launch")
-    if not isinstance(launch, dict):
-        fail(seat, "launch", "the plan seat's launch inputs (a dict)", launch)
-    if not isinstance(launch.get("image"), str) or not launch["image"]:
-        fail(seat, "launch.image", "a non-empty string", launch.get("image"))
-    environment = launch.get("environment") or {}
-    if not isinstance(environment, dict) or not all(
-            isinstance(k, str) and PLAIN_KEY_RE.match(k) and isinstance(v, str) and not CONTROL_RE.search(v)
-            for k, v in environment.items()):
-        fail(seat, "launch.environment", "{NAME: text} (the plan's normal form)", environment)
-    for field in ("volumes", "command"):
-        items = launch.get(field) or []
-        if not isinstance(items, list) or not all(isinstance(i, str) and not CONTROL_RE.search(i) for i in items):
-            fail(seat, "launch.%s" % field, "a list of strings", items)
-    for field in ("health_interval", "health_start_period"):
-        if not isinstance(launch.get(field, "1s"), str):
-            fail(seat, "launch.%s" % field, "a docker duration", launch.get(field))
-    if not isinstance(seat.get("container", ""), str):
-        fail(seat, "container", "a container name", seat.get("container"))
-    # it becomes a string literal in the healthcheck's code
-    health_path = seat.get("health_path", "/health")
-    if not isinstance(health_path, str) or not HEALTH_PATH_RE.match(health_path):
-        fail(seat, "health_path", HEALTH_PATH_EXPECTED, health_path)
-    bind_address(seat)
-    networks(seat)
-    engine_of(seat).check_plan_seat(seat, lambda field, expected, got: fail(seat, field, expected, got))
-    return seat
+    """A plan seat (seat_plan's ``plan.seats[]``) that renders safely: the plan's own check."""
+    return check_plan_seat(seat, RenderError)
 
 
 def bind_address(seat):
     """The host address the seat's port is published on (the collection's default when the plan
     seat names none), as an address literal."""
-    address = seat["launch"].get("bind_address", BIND_ADDRESS)
-    try:
-        if isinstance(address, str) and "%" not in address:
-            return str(ipaddress.ip_address(address))
-    except ValueError:
-        pass
-    return fail(seat, "launch.bind_address", "an IPv4 or IPv6 address", address)
+    return str(ipaddress.ip_address(seat["launch"].get("bind_address", BIND_ADDRESS)))
 
 
 def networks(seat):
     """The docker networks the seat joins: ``[{"name", "external"}]``."""
-    joined = seat["launch"].get("networks") or []
-    if not isinstance(joined, list) or not all(
-            isinstance(n, dict) and set(n) == {"name", "external"} and isinstance(n["name"], str)
-            and NETWORK_NAME_RE.match(n["name"]) and isinstance(n["external"], bool) for n in joined):
-        fail(seat, "launch.networks", "a list of {name: a docker network name, external: true|false}", joined)
-    return joined
+    return seat["launch"].get("networks") or []
 
 
 def published(seat, inside):
@@ -135,10 +82,8 @@ def published(seat, inside):
 
 
 def secret_names(seat):
-    names = seat["launch"].get("secret_environment") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) and PLAIN_KEY_RE.match(n) for n in names):
-        fail(seat, "launch.secret_environment", "a list of variable names", names)
-    return names
+    """The names of the seat's secret variables."""
+    return seat["launch"].get("secret_environment") or []
 
 
 def seat_env(seat, secrets=None):

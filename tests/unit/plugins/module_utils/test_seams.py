@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.seam import Constant, Required, SeamError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, fixed, radiance, vllm
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import seam as engine_seam
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import KINDS, LAUNCH_PREFIX, launch_fields
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import RUNTIMES, compose, systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import seam as runtime_seam
 
@@ -45,12 +46,23 @@ def test_the_seams_prose_names_every_name_it_declares(seam):
 
 def test_the_fixed_engine_is_only_what_differs_from_the_seams_defaults():
     own = {name for name in engine_seam.ENGINE.names if hasattr(fixed, name) and callable(getattr(fixed, name))}
-    assert own == {"container_name", "normalize", "size", "footprint", "check_plan_seat", "command",
-                   "listen_port", "plan_cells"}
+    assert own == {"container_name", "normalize", "size", "footprint", "command", "listen_port", "plan_cells"}
     handed_out = ENGINES["fixed"]
     assert handed_out.serves(["vllm", "serve"]) is False and handed_out.in_flight("x 1") is None
     assert handed_out.IN_FLIGHT_PATH is None and handed_out.MODELS_PATH is None and handed_out.LOG_GATE is None
     assert handed_out.log_gates({}, "") == [] and handed_out.probe_gates({}, None) == []
+
+
+@pytest.mark.parametrize("engine", [vllm, fixed, radiance], ids=lambda engine: engine.NAME)
+def test_each_engines_one_field_table_holds_kinds_the_checker_knows_and_fields_the_inventory_declares(engine):
+    rows = engine.PLAN_SEAT_FIELDS
+    assert rows and len({field for field, _kind, _flag in rows}) == len(rows), "each field once"
+    for field, kind, flag in rows:
+        assert kind in KINDS, "%s: %s" % (field, kind)
+        assert flag is None or re.match(r"\A--[a-z][a-z-]*\Z", flag), flag
+        if field.startswith(LAUNCH_PREFIX):
+            assert field[len(LAUNCH_PREFIX):] in engine.FIELDS, "the plan copies %s from the inventory" % field
+    assert launch_fields(rows) == tuple(f[len(LAUNCH_PREFIX):] for f, _k, _f in rows if f.startswith(LAUNCH_PREFIX))
 
 
 def test_an_engine_that_does_not_fit_is_refused_naming_every_mismatch():

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import PlanError, build_plan, size_seats
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.output import plan_markdown, plan_svg
+from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan_seat import check_plan_seat
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import size_kv_for_demand
 
 CONFIGS = Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "model_configs"
@@ -68,6 +69,22 @@ def test_the_plan_sizes_places_and_explains(inventory):
         "a planned number is in the plan seat once; its launch inputs are what the operator declared"
     assert seats["asr"]["gpu_memory_utilization"] is None and seats["asr"]["launch"]["container_port"]
     assert "| 0 | 81,559 |" in plan_markdown(plan) and plan_svg(plan).count("<rect") >= 6
+    for seat in plan["seats"]:
+        assert check_plan_seat(seat, AssertionError) is seat, "the plan writes what its own check holds"
+
+
+def test_a_plan_seat_edited_by_hand_is_held_to_its_engines_field_table(inventory):
+    alpha = next(s for s in build_plan("twin1", GPUS, SEATS, str(inventory))["seats"] if s["name"] == "alpha")
+    for change, message in (
+            ({"max_model_len": 0}, "seat alpha: max_model_len: expected a positive integer, got 0"),
+            ({"gpu_memory_utilization": 1.5}, "seat alpha: gpu_memory_utilization: expected a number in (0, 1], got 1.5"),
+            ({"launch": dict(alpha["launch"], block_size="16")},
+             "seat alpha: launch.block_size: expected a positive integer or null, got '16'"),
+            ({"launch": dict(alpha["launch"], default_chat_template_kwargs={"t": float("nan")})},
+             "seat alpha: launch.default_chat_template_kwargs: expected a dict of plain values or null, got {'t': nan}"),
+            ({"gpus": ["GPU-a", "GPU-b"]}, "seat alpha: gpus: expected one GPU per tensor-parallel rank (1), got")):
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            check_plan_seat(dict(alpha, **change), ValueError)
 
 
 def test_memory_nobody_in_the_plan_holds_shrinks_the_room(inventory):
