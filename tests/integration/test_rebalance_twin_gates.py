@@ -10,6 +10,7 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -228,23 +229,6 @@ def gateway(twin_inventory, tmp_path):
         "model_list": [{"model_name": name, "litellm_params": dict({
             "model": "hosted_vllm/" + name, "api_base": "http://%s:%d/v1" % (address, port)}, **extra)}
             for name, port, extra in (("alpha", 8101, thinking), ("gamma", 8103, {}))],
-        "litellm_settings": {"num_retries": 0, "request_timeout": 30},
-        "general_settings": {"master_key": key}}))
-    proxy = LiteLLMProxy(litellm_bin(), config, key)
-    yield proxy
-    stop(proxy.proc)
-
-
-@pytest.fixture
-def gateway_alias(twin_inventory, tmp_path):
-    """A real LiteLLM whose alias char-rp routes to alpha's served name at alpha's port (seed 002)."""
-    from support.litellm import LiteLLMProxy, litellm_bin  # the litellm venv is only built for this
-
-    key = "sk-" + os.urandom(16).hex()
-    config = tmp_path / "litellm-alias.yaml"
-    config.write_text(yaml.safe_dump({
-        "model_list": [{"model_name": "char-rp", "litellm_params": {
-            "model": "hosted_vllm/alpha", "api_base": "http://%s:8101/v1" % address_of(twin_inventory)}}],
         "litellm_settings": {"num_retries": 0, "request_timeout": 30},
         "general_settings": {"master_key": key}}))
     proxy = LiteLLMProxy(litellm_bin(), config, key)
@@ -566,84 +550,11 @@ def test_a_window_repoints_the_gateway_and_keeps_its_limits_and_a_rollback_puts_
         proxy.close()
 
 
-def _swapped(tmp_path: Path, retire=(), **seats) -> Path:
-    """The test fleet with alpha's model swapped for llama as seat alpha-llama (replaces: alpha),
-    at alpha's port with alpha's served name, so the gateway's alias route stays as it is."""
-    llama = {"name": "alpha-llama", "replaces": "alpha", "model": "/srv/models/llama-3.1-8b-instruct",
-             "model_config": "models/llama-3.1-8b-instruct/config.json", "kv_cache_memory_bytes": "8GiB",
-             "weights_bytes": 16060522496}
-    hosts = fleet_with(tmp_path, alpha=dict(llama, **seats.get("alpha", {})))
-    if retire:
-        path = hosts.parent / "host_vars" / "twin1.yml"
-        data = yaml.safe_load(path.read_text())
-        data["llmfleet_retire"] = list(retire)
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return hosts
-
-
 def _container(name: str) -> tuple:
     """(docker's state, restart policy, dormant label) of a container on twin1."""
     found = json.loads(fleet.find_host("twin1").docker(["inspect", "--type", "container", name]).stdout)[0]
     return (found["State"]["Status"], found["HostConfig"]["RestartPolicy"]["Name"],
             (found["Config"]["Labels"] or {}).get("io.llmfleet.dormant"))
-
-
-@pytest.mark.litellm
-def test_a_model_swap_keeps_the_old_seat_dormant_a_rollback_wakes_it_and_only_a_retire_removes_it(
-        twin_inventory, gateway_alias, tmp_path):
-    """Seed 002's swap on twin1: alpha's model is replaced by another at the same port and served
-    name, behind the gateway alias char-rp. A swap that fails its gates stops the new seat and
-    starts alpha again, and the alias answers after it; one that passes keeps alpha stopped and
-    labelled to fall back on; a second run changes nothing; only llmfleet_retire removes it."""
-    routes = [{"model": "char-rp", "checks": ["chat"], "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}]
-    alias = _gateway_args(gateway_alias, routes)
-    before = states()
-    root = Path(fleet.find_host("twin1").path("/srv/compose"))
-    alpha_files = {name: (root / "alpha" / name).read_bytes() for name in (".env", "compose.yaml")}
-
-    failing = _swapped(tmp_path / "fails", alpha={"environment": {"FAKE_VLLM_FAULT": "oom_at_boot"}})
-    proc = rebalance(failing, twin_inventory, tmp_path / "fails" / "report", *alias, check=False)
-    assert proc.returncode != 0 and gateway_alias.master_key not in proc.stdout + proc.stderr
-    section = report_of(tmp_path / "fails" / "report")["hosts"]["twin1"]
-    assert section["status"] == "rolled_back", section.get("error")
-    assert any(a.startswith("dormant: alpha, replaced by alpha-llama (kept stopped") for a in section["actions"])
-    assert "running and healthy again: alpha" in section["actions"]
-    assert _container("vllm-alpha") == ("running", "always", None), "woken as it ran, from its own files"
-    assert "vllm-alpha-llama" not in state("twin1")["containers"], "the new seat was stopped first"
-    again = {g["seat"]: g for g in section["gates"] if g["gate"] == "gateway_chat_rolled_back"}
-    assert again["route char-rp"]["ok"], "the alias answers from alpha after the rollback"
-    assert_rolled_back(before["twin1"])
-
-    swapped = _swapped(tmp_path / "swap")
-    rebalance(swapped, twin_inventory, tmp_path / "swap" / "report", *alias)
-    section = report_of(tmp_path / "swap" / "report")["hosts"]["twin1"]
-    assert section["status"] == "applied"
-    assert _container("vllm-alpha") == ("created", "no", "alpha-llama"), "stopped, labelled, never restarted"
-    assert state("twin1")["containers"]["vllm-alpha-llama"][1:] == ("running", True)
-    assert {name: (root / "alpha" / name).read_bytes() for name in alpha_files} == alpha_files, \
-        "the dormant seat's own files are as they were"
-    checked = {(g["seat"], g["gate"]): g["ok"] for g in section["gates"] if g["gate"].startswith("gateway_")}
-    assert checked == {("route char-rp", "gateway_chat_before"): True, ("route char-rp", "gateway_chat"): True}
-
-    rebalance(swapped, twin_inventory, tmp_path / "again" / "report", *alias)
-    section = report_of(tmp_path / "again" / "report")["hosts"]["twin1"]
-    assert not any(a.startswith(("dormant: ", "stopped", "started")) for a in section["actions"]), section["actions"]
-    assert _container("vllm-alpha") == ("created", "no", "alpha-llama"), "kept until the operator retires it"
-
-    retired = _swapped(tmp_path / "retire", retire=["alpha"], alpha={"replaces": None})
-    rebalance(retired, twin_inventory, tmp_path / "retire" / "report", *alias)
-    section = report_of(tmp_path / "retire" / "report")["hosts"]["twin1"]
-    assert "retired (was dormant; its files stay): alpha" in section["actions"]
-    assert "vllm-alpha" not in state("twin1")["containers"]
-    assert (root / "alpha" / "compose.yaml").read_bytes() == alpha_files["compose.yaml"]
-
-    # back to the fleet the module started from, for the tests after this one
-    back = fleet_with(tmp_path / "back")
-    path = back.parent / "host_vars" / "twin1.yml"
-    path.write_text(path.read_text() + "llmfleet_retire: [alpha-llama]\n")
-    rebalance(back, twin_inventory, tmp_path / "back" / "report", *alias)
-    wait_healthy("twin1")
-    assert "vllm-alpha-llama" not in state("twin1")["containers"]
 
 
 COMPOSITE = """\
@@ -673,8 +584,10 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
     """The gateway side of every kind of change in one window on twin1, against a real LiteLLM
     that the window restarts, with requests sent through it all along: alpha restarts at the
     context a ladder found (its limit follows), gamma moves to another port (its route follows),
-    beta's model is swapped (its alias stays). A first window that breaks a client of alpha rolls
-    back each change; the same window without that client passes; a last one puts the fleet back."""
+    beta's model is swapped (seed 002: its alias char-rp stays, beta is kept dormant). A first
+    window that breaks a client of alpha rolls back each change, beta woken from its own files;
+    the same window without that client passes; a second run changes nothing; only
+    llmfleet_retire removes the dormant beta; a last window puts the fleet back."""
     from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
 
     address, key = address_of(twin_inventory), "sk-" + os.urandom(16).hex()
@@ -718,6 +631,8 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
         assert config.read_text() == original, "the gateway's config is back byte for byte"
         assert any(a.startswith("gateway config restored from %s.bak-" % config) for a in failed["actions"])
         assert "running and healthy again: beta" in failed["actions"]
+        assert any(a.startswith("dormant: beta, replaced by beta-qwen (kept stopped") for a in failed["actions"])
+        assert _container("vllm-beta") == ("running", "always", None), "woken as it ran, from its own files"
         assert_rolled_back(before["twin1"])
         assert "vllm-beta-qwen" not in state("twin1")["containers"], "the swap's new seat is gone"
         again = {g["seat"]: g["ok"] for g in failed["gates"] if g["gate"] == "gateway_chat_rolled_back"}
@@ -745,6 +660,27 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
         markdown = (tmp_path / "passes" / "report" / "report.md").read_text()
         assert "### Through the gateway during the window" in markdown
         assert "### The gateway's routes after the window" in markdown
+        root = Path(fleet.find_host("twin1").path("/srv/compose"))
+        assert _container("vllm-beta") == ("created", "no", "beta-qwen"), "stopped, labelled, never restarted"
+        assert live(state("twin1")["files"])["beta/compose.yaml"] == before["twin1"]["files"]["beta/compose.yaml"], \
+            "the dormant seat's own files are as they were"
+        written = config.read_text()
+
+        proc, again = window("again", routes, changes("again"))
+        assert proc.returncode == 0 and again["status"] == "unchanged" and again["changed_seats"] == []
+        assert re.search(r"twin1\s+: ok=\d+\s+changed=0 ", proc.stdout), "a second run changes nothing"
+        assert not any(a.startswith(("dormant: ", "stopped", "gateway config")) for a in again["actions"]), \
+            again["actions"]
+        assert config.read_text() == written and _container("vllm-beta")[0] == "created", "kept until retired"
+
+        # the operator retires the dormant beta: its container goes after every gate, its files stay
+        retire = fleet_with(tmp_path / "retire", alpha={"max_model_len": 16384}, gamma={"port": 8113},
+                            beta=dict(swap, replaces=None))
+        path = retire.parent / "host_vars" / "twin1.yml"
+        path.write_text(path.read_text() + "llmfleet_retire: [beta]\n")
+        proc, retired = window("retire", routes, retire)
+        assert proc.returncode == 0 and "retired (was dormant; its files stay): beta" in retired["actions"]
+        assert "vllm-beta" not in state("twin1")["containers"] and (root / "beta" / "compose.yaml").exists()
 
         # back as the module began: beta listed again, its replacement retired
         back = fleet_with(tmp_path / "back")
