@@ -23,13 +23,15 @@ def _integer(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _plain(value):
-    """Whether a value is JSON of plain values (it renders as one argument)."""
+def plain_dict(value):
+    """Whether ``value`` is a dict of plain JSON values with text keys (it renders as one argument)."""
+    if not isinstance(value, dict):
+        return False
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested deeper than Python recurses
         return False
-    return True
+    return all(isinstance(key, str) for key in value)
 
 
 # kind -> (whether a value is of it, what the refusal says is expected)
@@ -43,7 +45,7 @@ KINDS = {
     "text or null": (lambda v: v is None or isinstance(v, str), "a string or null"),
     "texts": (lambda v: v is None or isinstance(v, list) and all(isinstance(i, str) for i in v),
               "a list of strings"),
-    "plain dict or null": (lambda v: v is None or isinstance(v, dict) and _plain(v), "a dict of plain values or null"),
+    "plain dict or null": (lambda v: v is None or plain_dict(v), "a dict of plain values or null"),
     "port or null": (lambda v: v is None or _integer(v) and 0 < v <= 65535, "a TCP port (1-65535)"),
 }
 

@@ -29,7 +29,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
-from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import field_flags, flags_by_field
+from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import field_flags, flags_by_field, plain_dict
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.seam import SizingError
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_flags import FLAGS, PARSERS
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import (
@@ -311,7 +311,7 @@ def normalize(check, where, raw, seat, defaults):
         seat[field] = check.text(where, field, raw[field], _PARSER_RE, "a vLLM parser name such as hermes") \
             if raw.get(field) is not None else None
     kwargs = raw.get("default_chat_template_kwargs")
-    if kwargs is not None and (not isinstance(kwargs, dict) or not _json_safe(kwargs)):
+    if kwargs is not None and not plain_dict(kwargs):
         check.fail(where, "default_chat_template_kwargs", "a dict of plain values, e.g. {enable_thinking: false}",
                    kwargs)
     seat["default_chat_template_kwargs"] = kwargs
@@ -391,14 +391,6 @@ def _release(check, where, raw, seat):
         seat["vllm_release"] = seat_release(seat["image"], declared, nearest)
     except ReleaseError as exc:
         check.fail(where, exc.field, exc.expected, exc.got)
-
-
-def _json_safe(value):
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):  # RecursionError: nested deeper than Python recurses
-        return False
-    return all(isinstance(key, str) for key in value)
 
 
 # -- sizing ---------------------------------------------------------------------------------------

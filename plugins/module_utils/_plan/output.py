@@ -115,6 +115,14 @@ def plan_markdown(plan):
     if everywhere:
         lines += ["", "- **published on all interfaces**: %s: reachable from every network the host is on; "
                   "bind_address names the one address the gateway comes in on" % ", ".join(everywhere)]
+    swaps = ["%s replaces %s" % (seat["name"], seat["replaces"]) for seat in plan["seats"] if seat.get("replaces")]
+    if swaps:
+        lines += ["", "- **model swap**: %s: the replaced seat is stopped first and kept dormant (stopped, labelled, "
+                  "no restart policy) to fall back on; a rollback starts it again, and llmfleet_retire removes it"
+                  % "; ".join(swaps)]
+    if plan.get("retire"):
+        lines += ["", "- **retired**: %s: stopped and removed by the window (a dormant one once every gate passed)"
+                  % ", ".join(plan["retire"])]
     for seat in plan["seats"]:
         notes = engine_of(seat).plan_notes(seat)
         if notes:

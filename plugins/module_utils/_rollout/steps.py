@@ -10,10 +10,10 @@
 Seats that leave the host, move to another GPU or shrink stop first, so the memory they hold
 is free before anything boots. A seat another replaces (a model swap) leaves by going to sleep:
 kept stopped to fall back on; a dormant seat is removed only once llmfleet_retire names it, and
-only after every gate of the window passed. Every seat whose files changed, or that should run and does not,
-then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on each of its
-GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where vLLM's
-profile charges a neighbour's memory to the wrong seat. Within a GPU the largest
+only after every gate of the window passed. Every seat whose files changed, or that should run
+and does not, then boots in waves: one seat per GPU per wave (a multi-GPU seat takes a slot on
+each of its GPUs), so GPUs boot in parallel and no two seats co-boot on one card, which is where
+vLLM's profile charges a neighbour's memory to the wrong seat. Within a GPU the largest
 footprint boots first: if something does not fit, it fails before the small seats move. The
 waves are an order, not a barrier: ``boot`` starts each seat as soon as the seat before it on
 each of its GPUs is up.

@@ -166,9 +166,12 @@ def test_a_plateau_of_a_seat_no_longer_listed_is_refused_unless_retired_or_accep
     # retired, or replaced (a model swap): the window stops it before anything boots, so what it
     # held is free for the plan, not another tenant's
     swapped = [dict(SEATS[0], name="alpha2", replaces="alpha")] + SEATS[1:]
-    for seats, extra in ((renamed, {"retire": ["alpha"]}), (swapped, {})):
+    for seats, extra, said in ((renamed, {"retire": ["alpha"]}, "- **retired**: alpha: stopped and removed"),
+                               (swapped, {}, "- **model swap**: alpha2 replaces alpha: the replaced seat is stopped "
+                                             "first and kept dormant")):
         plan = build_plan("twin1", GPUS, seats, str(inventory), plateau=plateau, **extra)
         assert plan["gpus"][0]["background_mib"] == 0, "its memory is freed by the window"
+        assert said in plan_markdown(plan)
 
 
 def test_a_snapshot_of_another_host_is_refused_unless_accepted(inventory):
