@@ -590,6 +590,9 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
     llmfleet_retire removes the dormant beta; a last window puts the fleet back."""
     from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
 
+    # the fleet as the module deployed it, whatever the test before this one left
+    rebalance(fleet_with(tmp_path / "settle"), twin_inventory, tmp_path / "settle" / "report")
+    wait_healthy("twin1")
     address, key = address_of(twin_inventory), "sk-" + os.urandom(16).hex()
     config = tmp_path / "litellm.yaml"
     original = COMPOSITE % {"address": address, "key": key}
@@ -609,6 +612,7 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
             "seat_rebalance_gateway_load_interval": 0.2})]
         proc = rebalance(hosts, twin_inventory, tmp_path / name / "report", *asked, check=False)
         out = proc.stdout + proc.stderr
+        assert (tmp_path / name / "report" / "report.md").exists(), out[-4000:]
         assert key not in out + (tmp_path / name / "report" / "report.md").read_text(), "the key is never shown"
         section = report_of(tmp_path / name / "report")["hosts"]["twin1"]
         loads = {route["route"]: route for route in section["gateway_load"]["routes"]}
