@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import DORMANT_LABEL, MANAGED_LABEL
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import Docker
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, dormant_seats, run_seat
+from support.adhoc import run_module
 from support.dockerd import SLEEP_IMAGE, private_dockerd, tiny_image
 from support.need import need_root_and
 
@@ -80,3 +81,15 @@ def test_a_seat_without_compose_files_is_not_put_to_sleep(tmp_path):
     changed, problem = compose.sleep(str(tmp_path / "tp-seat"), Docker("unix:///nonexistent.sock"), "tp-seat-2")
     assert not changed
     assert problem == "no compose.yaml in %s: only a compose seat's container is kept dormant" % (tmp_path / "tp-seat")
+
+
+def test_seat_runtime_refuses_a_dormant_seat_without_a_seat_name_to_fall_back_for(tmp_path):
+    project = tmp_path / "charrp-dense"
+    project.mkdir()
+    (project / "compose.yaml").write_text(OLD_SEAT)
+    rc, result = run_module("llmfleet.seats.seat_runtime", {"project_dir": str(project), "state": "dormant"})
+    assert rc != 0 and result["msg"] == "state is dormant but all of the following are missing: replaced_by"
+    rc, result = run_module("llmfleet.seats.seat_runtime", {"project_dir": str(project), "state": "dormant",
+                                                             "replaced_by": "moe; reboot"}, check_mode=True)
+    assert rc != 0 and "replaced_by: expected a seat name, got 'moe; reboot'" in result["msg"], result
+    assert "Traceback" not in json.dumps(result) and not (project / compose.DORMANT_FILE).exists()

@@ -3,6 +3,8 @@ docker's words. Starting and stopping seats is exercised on the fleet twin's rea
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes import compose, running, runtime_of
@@ -63,3 +65,39 @@ def test_states_say_what_docker_says():
                       "asr": "running", "alpha": "exited: Exited (1) 4 seconds ago",
                       "delta": "restarting: Restarting (1) 1 second ago"}
     assert running(states) == ["asr", "beta", "delta", "gamma"], "as docker ps lists them"
+
+
+@pytest.mark.parametrize("seat, replaced_by, message", [
+    ("charrp-dense", "charrp-moe\nrestart: always", "replaced_by: expected a seat name, got 'charrp-moe\\nrestart: always'"),
+    ("charrp-dense", "../etc", "replaced_by: expected a seat name, got '../etc'"),
+    ("charrp-dense", 7, "replaced_by: expected a seat name, got 7"),
+    ("Charrp Dense", "charrp-moe", "seat: expected a seat name, got 'Charrp Dense'"),
+])
+def test_the_file_laid_over_a_dormant_seat_takes_seat_names_alone(seat, replaced_by, message):
+    with pytest.raises(RenderError, match="^" + re.escape(message) + "$"):
+        compose.dormant_text(seat, replaced_by)
+
+
+def test_the_file_laid_over_a_dormant_seat_stops_its_restarts_and_labels_it():
+    text = compose.dormant_text("charrp-dense", "charrp-moe")
+    assert text.split("\n", 2)[2] == ('services:\n  charrp-dense:\n    restart: "no"\n    labels:\n'
+                                      '      io.llmfleet.dormant: "charrp-moe"\n')
+    assert all(line.startswith("# ") for line in text.split("\n")[:2])
+
+
+class DormantDocker:
+    """What docker ps lists for the managed label with each container's dormant label."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def labelled(self, label, fields, labels=()):
+        assert (label, fields, labels) == ("io.llmfleet.seat", [], ["io.llmfleet.dormant"])
+        return self.rows
+
+
+def test_a_dormant_label_from_the_host_is_read_as_a_seat_name_or_as_none():
+    rows = {"charrp-dense": {"io.llmfleet.dormant": "charrp-moe"},
+            "old": {"io.llmfleet.dormant": "$(reboot)"},
+            "running": {"io.llmfleet.dormant": ""}}
+    assert compose.dormant(DormantDocker(rows)) == {"charrp-dense": "charrp-moe", "old": None}
