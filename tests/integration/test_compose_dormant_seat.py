@@ -89,7 +89,7 @@ def test_seat_runtime_refuses_a_dormant_seat_without_a_seat_name_to_fall_back_fo
     (project / "compose.yaml").write_text(OLD_SEAT)
     rc, result = run_module("llmfleet.seats.seat_runtime", {"project_dir": str(project), "state": "dormant"})
     assert rc != 0 and result["msg"] == "state is dormant but all of the following are missing: replaced_by"
-    rc, result = run_module("llmfleet.seats.seat_runtime", {"project_dir": str(project), "state": "dormant",
-                                                             "replaced_by": "moe; reboot"}, check_mode=True)
+    asked = {"project_dir": str(project), "state": "dormant", "replaced_by": "moe; reboot"}
+    rc, result = run_module("llmfleet.seats.seat_runtime", asked, check_mode=True)
     assert rc != 0 and "replaced_by: expected a seat name, got 'moe; reboot'" in result["msg"], result
     assert "Traceback" not in json.dumps(result) and not (project / compose.DORMANT_FILE).exists()
