@@ -41,7 +41,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-real-engine-") as work:
         hosts = real_engine_fleet(Path(work) / "fleet")
         with twin_pair(REAL_ENGINE_FLEET / "spec.json", fleet_dir=hosts.parent) as twin_inventory:
-            rebalance(hosts, twin_inventory, Path(work) / "report")
+            # the venv's python itself, which compiles each module's code as a GPU host does
+            rebalance(hosts, twin_inventory, Path(work) / "report",
+                      "-e", "ansible_python_interpreter=%s" % fleet.VENV_PYTHON)
             section = report_of(Path(work) / "report")["hosts"]["twin1"]
             logs = fleet.find_host("twin1").docker(["logs", "vllm-tiny"])
     log = logs.stdout + logs.stderr

@@ -120,7 +120,9 @@ def main() -> None:
         inventory = run(env, TWIN, "up", "--spec", spec).stdout.strip().splitlines()[-1]
         try:
             run(env, BIN / "ansible-playbook", "-i", hosts, "-i", inventory, PAIR / "prepare.yml")
-            rebalance = [BIN / "ansible-playbook", "-i", hosts, "-i", inventory, REPO / "playbooks" / "rebalance.yml"]
+            # the venv's python itself, which compiles each module's code as a GPU host does
+            rebalance = [BIN / "ansible-playbook", "-i", hosts, "-i", inventory, REPO / "playbooks" / "rebalance.yml",
+                         "-e", "ansible_python_interpreter=%s" % (BIN / "python")]
             begun = time.monotonic()
             run(env, *rebalance, *serial, "-e", "llmfleet_report_dir=%s/first" % tmp)
             deploy_seconds = time.monotonic() - begun

@@ -16,6 +16,8 @@ from support.interrupt import pytest_configure  # noqa: F401 pylint: disable=unu
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO_ROOT / ".build" / "collections"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
+# The python that runs Ansible's modules on this machine and the twin's hosts (tests/twin/hostpython)
+HOST_PYTHON = REPO_ROOT / "tests" / "twin" / "hostpython" / "python"
 
 if not (COLLECTIONS / "ansible_collections" / "llmfleet" / "seats").exists():
     raise RuntimeError("run scripts/bootstrap (or `make venv`) first: %s is missing" % COLLECTIONS)
@@ -36,9 +38,10 @@ def ansible_env(extra: dict | None = None) -> dict:
         "ANSIBLE_FORCE_COLOR": "0",
         # no ANSIBLE_HOST_KEY_CHECKING: host keys are checked, the twin's against the known_hosts
         # its inventory names (a "false" here would put StrictHostKeyChecking=no before it)
-        # Local runs use the venv's python (interpreter discovery would find pyenv shims);
-        # inventories of remote hosts set their own ansible_python_interpreter.
-        "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
+        # Local runs use the venv's python (interpreter discovery would find pyenv shims), as the
+        # twin's hosts run it: keeping the code it compiles from each module's zip
+        # (tests/twin/hostpython); inventories of remote hosts set their own.
+        "ANSIBLE_PYTHON_INTERPRETER": str(HOST_PYTHON),
         # A twin brought up by this test run is this pytest's: if it is killed before its
         # fixtures tear the twin down, the next `twin up` removes it (tests/twin/twinlib/fleet.py).
         "LLMFLEET_TWIN_OWNER": str(os.getpid()),

@@ -5,6 +5,7 @@ the seat image's root filesystem (run with chroot). The whole twin is in test_tw
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import select
 import socket
@@ -13,12 +14,13 @@ import sys
 import tarfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_ansible
+from conftest import HOST_PYTHON, run_ansible
 from fakegpu import hook
 from support.need import need
 from twinlib import fleet, rootfs
@@ -329,6 +331,7 @@ def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
         assert not [m.name for m in members
                     if any(m.name.startswith(link + "/") for link in links)]
         tar.extractall(tmp_path / "root")
+    bytecode = {path: path.stat().st_mtime_ns for path in (tmp_path / "root").rglob("*.pyc")}
     probe = ("import ssl, json, http.server, ctypes, sqlite3, decimal, asyncio, socket; "
              "print('python', __import__('sys').version.split()[0])")
     proc = subprocess.run(["/usr/sbin/chroot", str(tmp_path / "root"), "/usr/bin/python3", "-c", probe],
@@ -342,3 +345,34 @@ def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
                               check=False, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("usage: " + program), proc.stdout
+    # the standard library and the seat's modules came with valid bytecode: python compiled none
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "root").rglob("*.pyc")} == bytecode
+    assert any(path.match("opt/seat/fakevllm/__pycache__/server.cpython-311.pyc") for path in bytecode)
+
+
+# -- the hosts' python --
+def test_the_hosts_python_keeps_a_zips_compiled_code_by_its_source_and_names_each_run_its_own(tmp_path):
+    kept = tmp_path / "bytecode"
+    source = "def fails():\n    raise ValueError('from the zip')\n\nVALUE = 42\n"
+    probe = ("import sys, traceback; sys.path.insert(0, sys.argv[1]); import payload; print(payload.VALUE)\n"
+             "try:\n    payload.fails()\nexcept ValueError as exc:\n"
+             "    print(traceback.extract_tb(exc.__traceback__)[-1].filename)")
+
+    def run(name):
+        zipped = tmp_path / name / "payload.zip"
+        zipped.parent.mkdir(exist_ok=True)
+        with zipfile.ZipFile(zipped, "w") as archive:
+            archive.writestr("payload.py", source)
+        proc = subprocess.run([str(HOST_PYTHON), "-c", probe, str(zipped)], capture_output=True, text=True,
+                              timeout=60, check=True, env=dict(os.environ, LLMFLEET_TWIN_BYTECODE=str(kept)))
+        return proc.stdout.split()
+
+    assert run("first") == ["42", str(tmp_path / "first" / "payload.zip" / "payload.py")]
+    [code] = kept.iterdir()
+    assert oct(kept.stat().st_mode & 0o777) == "0o700"
+    # another run's zip of the same source: the kept code, named after that zip
+    assert run("second") == ["42", str(tmp_path / "second" / "payload.zip" / "payload.py")]
+    assert list(kept.iterdir()) == [code]
+    # what is kept is what runs: kept code of another value is what a third run prints
+    code.write_bytes(marshal.dumps(compile(source.replace("42", "43"), "payload.py", "exec")))
+    assert run("third")[0] == "43"

@@ -41,6 +41,10 @@ SEAT_DIR = REPO / "tests" / "twin" / "seat"
 FAKES_BUILD = REPO / "tests" / "twin" / "fakes" / "build"
 FAKE_NVIDIA_SMI = REPO / "tests" / "twin" / "fakes" / "bin" / "nvidia-smi"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+# The venv's python as the hosts run Ansible's modules with it (tests/twin/hostpython), and where
+# it keeps the code it compiles from their zips
+HOST_PYTHON = REPO / "tests" / "twin" / "hostpython" / "python"
+BYTECODE_DIR = REPO / ".build" / "twin" / "bytecode"
 # What each kind of image runs; `vllm serve` is the real vllm/vllm-openai image's ENTRYPOINT.
 # "real-vllm" is vLLM 0.32 itself, its CPU build (tests/twin/seat/real-vllm).
 ENTRYPOINTS = {"vllm": ["vllm", "serve"], "asr": ["asr-seat"], "radiance": ["radiance", "serve"],
@@ -258,9 +262,10 @@ def _systemd_mounts() -> list:
     seats' files and engine, the simulated GPU and its NVML library, and the Python (with
     nvidia-ml-py) that Ansible's modules run with, as the plain hosts have them."""
     python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
-    same = ["/srv", hostlib.DOCKER_SOCKET, os.path.dirname(hostlib.GPU_SOCKET)]
+    BYTECODE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    same = ["/srv", hostlib.DOCKER_SOCKET, os.path.dirname(hostlib.GPU_SOCKET), str(BYTECODE_DIR)]
     read_only = ["/usr/local/sbin", "/usr/bin/docker", str(hostlib.DRIVER_DIR), str(SSH_DIR),
-                 str(python.parent.parent),
+                 str(python.parent.parent), str(HOST_PYTHON.parent),
                  # the interpreter the venv's python links to, and its standard library
                  str(Path(os.path.realpath(python)).parent.parent)]
     mounts = [(path, path, False) for path in same] + [(path, path, True) for path in read_only]
@@ -277,14 +282,15 @@ def _yaml(value) -> str:
 
 
 def _write_inventory(fleet: dict, hosts: list) -> None:
-    python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
+    python = HOST_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
     lines = ["# Written by tests/twin/twin up; removed by tests/twin/twin down.",
              "all:", "  vars:",
              "    ansible_user: root",
              "    ansible_ssh_private_key_file: %s" % _yaml(str(CLIENT_KEY)),
              "    ansible_ssh_common_args: %s" % _yaml(
                  "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % KNOWN_HOSTS),
-             "    # The checkout's venv: nvidia-ml-py and the docker SDK, as a GPU host has them.",
+             "    # The checkout's venv: nvidia-ml-py and the docker SDK, as a GPU host has them",
+             "    # (tests/twin/hostpython keeps the code it compiles from each module's zip).",
              "    ansible_python_interpreter: %s" % _yaml(str(python)),
              "  children:", "    twin:", "      children:", "        gpu_hosts:",
              "    gpu_hosts:", "      hosts:"]

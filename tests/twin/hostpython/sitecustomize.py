@@ -1,0 +1,50 @@
+"""Imported first by every python the twin's hosts run Ansible's modules with (./python beside
+this file): the code compiled from a module's zip is kept by the digest of its source.
+
+Ansible sends each module with the module_utils it imports in a zip, and python's zipimport
+compiles every source it imports from a zip at every run: about a quarter of a second of CPU
+per task for this collection's modules, thousands of times in a test run on two cores. Kept by
+digest, the code is the same code; only its file name is set to the zip this run imports from,
+as compiling it here would have named it. A GPU host keeps nothing: bench/ runs its windows with
+the venv's python itself, so its figures are a GPU host's.
+"""
+
+import hashlib
+import marshal
+import os
+import sys
+import zipimport
+
+CACHE = os.environ.get("LLMFLEET_TWIN_BYTECODE", "")
+_compile_source = zipimport._compile_source
+
+
+def _named(code, filename):
+    consts = tuple(_named(const, filename) if isinstance(const, type(code)) else const
+                   for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _kept_compile(pathname, source):
+    digest = hashlib.sha256(source).hexdigest()
+    path = os.path.join(CACHE, "%s-%s.code" % (digest, sys.implementation.cache_tag))
+    try:
+        with open(path, "rb") as kept:
+            return _named(marshal.load(kept), pathname)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    code = _compile_source(pathname, source)
+    import tempfile  # only here: importing it costs more than a kept module saves
+    try:
+        os.makedirs(CACHE, mode=0o700, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=CACHE)
+        with os.fdopen(handle, "wb") as out:
+            marshal.dump(code, out)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a host that cannot keep it compiles it again next time
+    return code
+
+
+if CACHE:
+    zipimport._compile_source = _kept_compile
