@@ -94,8 +94,8 @@ def main() -> None:
           % (busy1 - busy0, idle1 - idle0, 100 * (idle1 - idle0) / max(busy1 - busy0 + idle1 - idle0, 1), total))
     print("%-16s %9s %9s %6s %10s" % ("program", "processes", "CPU-s", "share", "median s"))
     for command, values in sorted(per_program.items(), key=lambda item: -sum(item[1]))[:args.top]:
-        print("%-16s %9d %9.1f %5.1f%% %10.2f" % (command, len(values), sum(values), 100 * sum(values) / max(total, 1e-9),
-                                                statistics.median(values)))
+        share = 100 * sum(values) / max(total, 1e-9)
+        print("%-16s %9d %9.1f %5.1f%% %10.2f" % (command, len(values), sum(values), share, statistics.median(values)))
     sys.exit(status)
 
 

@@ -24,6 +24,8 @@ from support.prometheus import PrometheusServer, counted_at
 from support.real_vllm import REAL_ENGINE_FLEET, real_engine_fleet
 from support.rollout import address_of, assert_rolled_back, gates_failed, rebalance, report_of, state, twin_pair, wait_healthy
 from support.wait import wait_for
+from twinlib import fleet
+from twinlib.rootfs import REAL_VLLM_SITE
 
 pytestmark = [pytest.mark.realengine, pytest.mark.litellm, pytest.mark.slow]
 
@@ -115,6 +117,10 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         # the card holds what the engine's processes hold, and the plan's footprint covers it
         free = gates[("GPU 0", "free_mib_boot")]
         assert free["ok"] and 81559 - free["measured"] > 200, free
+
+        # the image came with the engine's bytecode: its processes compiled nothing into the container
+        changed = fleet.find_host("twin1").docker(["diff", "vllm-tiny"]).stdout.split("\n")
+        assert not [line for line in changed if line.endswith(".pyc") and REAL_VLLM_SITE in line], changed
 
         address = address_of(twin_inventory)
         with urllib.request.urlopen("http://%s:8301/v1/models" % address, timeout=30) as reply:
