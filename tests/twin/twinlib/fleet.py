@@ -260,7 +260,8 @@ def _build(fleet: dict, owner: dict | None) -> None:
 def _systemd_mounts() -> list:
     """What a systemd host's root gets from the host, `(path, path inside, read-only)` each: its
     seats' files and engine, the simulated GPU and its NVML library, and the Python (with
-    nvidia-ml-py) that Ansible's modules run with, as the plain hosts have them."""
+    nvidia-ml-py) that Ansible's modules run with, with the code it keeps, as the plain hosts
+    have them."""
     python = VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable)
     BYTECODE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     same = ["/srv", hostlib.DOCKER_SOCKET, os.path.dirname(hostlib.GPU_SOCKET), str(BYTECODE_DIR)]
