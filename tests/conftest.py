@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,20 @@ if not (COLLECTIONS / "ansible_collections" / "llmfleet" / "seats").exists():
 sys.path.insert(0, str(COLLECTIONS))
 # The twin and its stand-ins (tests/twin): `from twinlib import fleet`, `from fakegpu import hook`.
 sys.path.insert(0, str(REPO_ROOT / "tests" / "twin"))
+
+
+def _module_cache() -> Path:
+    """Where this checkout's ansible runs share the module zips they build
+    (tests/support/controller/callback/shared_module_cache.py): named by what a zip is made of."""
+    digest = hashlib.sha256(metadata.version("ansible-core").encode())
+    for top in ("plugins", "meta"):
+        for path in sorted((REPO_ROOT / top).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(b"\0%s\0%s" % (str(path.relative_to(REPO_ROOT)).encode(), path.read_bytes()))
+    return REPO_ROOT / ".build" / "test-modules" / digest.hexdigest()[:16]
+
+
+MODULE_CACHE = _module_cache()
 
 
 def ansible_env(extra: dict | None = None) -> dict:
@@ -47,6 +63,14 @@ def ansible_env(extra: dict | None = None) -> dict:
         "LLMFLEET_TWIN_OWNER": str(os.getpid()),
     })
     env.update(extra or {})
+    if env["ANSIBLE_COLLECTIONS_PATH"] == str(COLLECTIONS):
+        # the same sources build the same zips: one build per suite (an installed copy builds its own)
+        enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name]
+        env.update({
+            "ANSIBLE_CALLBACK_PLUGINS": str(REPO_ROOT / "tests" / "support" / "controller" / "callback"),
+            "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache"]),
+            "LLMFLEET_TEST_MODULE_CACHE": str(MODULE_CACHE),
+        })
     return env
 
 
