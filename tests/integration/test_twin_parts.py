@@ -331,6 +331,7 @@ def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
         assert not [m.name for m in members
                     if any(m.name.startswith(link + "/") for link in links)]
         tar.extractall(tmp_path / "root")
+    bytecode = {path: path.stat().st_mtime_ns for path in (tmp_path / "root").rglob("*.pyc")}
     probe = ("import ssl, json, http.server, ctypes, sqlite3, decimal, asyncio, socket; "
              "print('python', __import__('sys').version.split()[0])")
     proc = subprocess.run(["/usr/sbin/chroot", str(tmp_path / "root"), "/usr/bin/python3", "-c", probe],
@@ -344,6 +345,9 @@ def test_seat_rootfs_runs_debian_python_and_the_seat(tmp_path):
                               check=False, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("usage: " + program), proc.stdout
+    # the standard library and the seat's modules came with valid bytecode: python compiled none
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "root").rglob("*.pyc")} == bytecode
+    assert any(path.match("opt/seat/fakevllm/__pycache__/server.cpython-311.pyc") for path in bytecode)
 
 
 # -- the hosts' python --

@@ -2,8 +2,9 @@
 
 It holds Debian's system Python (the interpreter, its standard library and every shared library
 `ldd` finds for it and its extension modules), /bin/sh and /usr/bin/env for `#!` lines, and a copy
-of tests/twin/seat/ under /opt/seat. The tarball is written with fixed owners and times, so the
-same inputs give the same bytes; its name carries a digest of them, which makes it a cache key.
+of tests/twin/seat/ under /opt/seat with its bytecode. The tarball is written with fixed owners,
+and times that are fixed or the copied file's own, so the same inputs give the same bytes; its
+name carries a digest of them, which makes it a cache key.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import py_compile
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 PYTHON = "/usr/bin/python3.11"
@@ -27,6 +31,7 @@ STDLIB_SKIP = re.compile(
     r"|^lib-dynload/(_test|xxlimited|_xxtestfuzz|_ctypes_test)")
 SEAT_DIR_IN_IMAGE = "/opt/seat"
 MTIME = 1_700_000_000
+IMAGE_CACHE_TAG = "cpython-311"  # PYTHON's
 
 
 class RootfsError(RuntimeError):
@@ -65,15 +70,17 @@ def _seat_files(seat_dir: Path) -> list[Path]:
 
 
 class _Archive:
-    """A tarball whose members all belong to root and carry one fixed mtime."""
+    """A tarball whose members all belong to root. What it makes carries one fixed mtime; what
+    it copies from this machine keeps its own, so the bytecode Debian compiled for the standard
+    library stays valid and a container's python does not compile it again at every start."""
 
     def __init__(self, tar: tarfile.TarFile):
         self.tar = tar
         self.names: set[str] = set()
 
-    def _info(self, name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+    def _info(self, name: str, kind: bytes, mode: int, mtime: int = MTIME) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name.lstrip("/"))
-        info.type, info.mode, info.mtime = kind, mode, MTIME
+        info.type, info.mode, info.mtime = kind, mode, mtime
         info.uid = info.gid = 0
         info.uname = info.gname = "root"
         return info
@@ -95,12 +102,12 @@ class _Archive:
         info.linkname = target
         self.tar.addfile(info)
 
-    def data(self, name: str, content: bytes, mode: int = 0o644) -> None:
+    def data(self, name: str, content: bytes, mode: int = 0o644, mtime: int = MTIME) -> None:
         if name in self.names:
             return
         self.directory(os.path.dirname(name))
         self.names.add(name)
-        info = self._info(name, tarfile.REGTYPE, mode)
+        info = self._info(name, tarfile.REGTYPE, mode, mtime)
         info.size = len(content)
         self.tar.addfile(info, io.BytesIO(content))
 
@@ -117,7 +124,20 @@ class _Archive:
             self.host_path(os.path.normpath(os.path.join(os.path.dirname(path), target)))
         elif os.path.isfile(path):
             with open(path, "rb") as handle:
-                self.data(path, handle.read(), os.stat(path).st_mode & 0o777)
+                stat = os.fstat(handle.fileno())
+                self.data(path, handle.read(), stat.st_mode & 0o777, int(stat.st_mtime))
+
+    def bytecode(self, name: str, source: Path) -> None:
+        """The bytecode of ``source`` (installed as ``name``) beside it, checked by the source's
+        hash rather than its mtime: the image's python 3.11 reads it and compiles nothing."""
+        if sys.implementation.cache_tag != IMAGE_CACHE_TAG:
+            return  # another python's bytecode: the image's would ignore it
+        with tempfile.TemporaryDirectory() as work:
+            compiled = py_compile.compile(str(source), cfile=os.path.join(work, "out.pyc"), doraise=True,
+                                          invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+            folder, module = os.path.split(name)
+            self.data("%s/__pycache__/%s.%s.pyc" % (folder, module[:-3], IMAGE_CACHE_TAG),
+                      Path(compiled).read_bytes())
 
 
 def _top_level_links(archive: _Archive) -> None:
@@ -165,8 +185,10 @@ def build_rootfs(seat_dir: Path, cache_dir: Path, programs: list) -> Path:
             archive.host_path(path)
         archive.symlink("/usr/bin/python3", "python3.11")
         for path in _seat_files(seat_dir):
-            archive.data("%s/%s" % (SEAT_DIR_IN_IMAGE, path.relative_to(seat_dir)),
-                         path.read_bytes(), path.stat().st_mode & 0o777)
+            name = "%s/%s" % (SEAT_DIR_IN_IMAGE, path.relative_to(seat_dir))
+            archive.data(name, path.read_bytes(), path.stat().st_mode & 0o777)
+            if path.suffix == ".py":
+                archive.bytecode(name, path)
         for program in programs:
             if (seat_dir / program).is_file():
                 archive.data("/usr/local/bin/" + program, b'#!/bin/sh\nexec /usr/bin/python3 '
@@ -218,7 +240,7 @@ def build_engine_rootfs(base: Path, site_packages: Path, cache_dir: Path) -> Pat
         def owned_by_root(info):
             # with its own mtime and its bytecode, which pip compiled against that mtime: the
             # engine's processes compile nothing at a boot (its API server alone would spend
-            # 9 CPU-seconds on it), which a container's fresh layer otherwise does at each
+            # 9 CPU-seconds on it), as a container's fresh layer otherwise makes them do at each boot
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
             return None if _SKIPPED_IN_SITE.match(info.name) else info
