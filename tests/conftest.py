@@ -73,7 +73,7 @@ def ansible_env(extra: dict | None = None) -> dict:
         env.update({
             "ANSIBLE_CALLBACK_PLUGINS": str(REPO_ROOT / "tests" / "support" / "controller" / "callback"),
             "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache"]),
-            "LLMFLEET_TEST_MODULE_CACHE": str(MODULE_CACHE),
+            "LLMFLEET_TEST_MODULE_CACHE": env.get("LLMFLEET_TEST_MODULE_CACHE", str(MODULE_CACHE)),
         })
     return env
 

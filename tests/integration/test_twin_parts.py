@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import HOST_PYTHON, run_ansible
+from conftest import HOST_PYTHON, ansible_env, run_ansible
 from fakegpu import hook
 from support.need import need
 from twinlib import fleet, rootfs
@@ -376,3 +376,22 @@ def test_the_hosts_python_keeps_a_zips_compiled_code_by_its_source_and_names_eac
     # what is kept is what runs: kept code of another value is what a third run prints
     code.write_bytes(marshal.dumps(compile(source.replace("42", "43"), "payload.py", "exec")))
     assert run("third")[0] == "43"
+
+
+# -- the test runs' ansible --
+def test_the_test_runs_build_a_module_once_and_an_installed_copy_builds_its_own(tmp_path):
+    """Every ansible-playbook of the suite ships the zip of a module the first one built
+    (CONTRIBUTING.md); a run of another copy of the collection is given no shared cache."""
+    playbook = tmp_path / "lock.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"llmfleet.seats.rebalance_lock": {"path": str(tmp_path / "lock"), "run_id": "x", "state": "released"}}]}]))
+    shared = tmp_path / "modules"
+    extra = {"LLMFLEET_TEST_MODULE_CACHE": str(shared), "ANSIBLE_DEBUG": "1"}
+    first = run_ansible(["ansible-playbook", str(playbook)], extra, check=True)
+    assert "ANSIBALLZ: Creating module" in first.stdout + first.stderr
+    assert (shared / "ansible_collections.llmfleet.seats.plugins.modules.rebalance_lock-ZIP_DEFLATED-none").is_file()
+    assert oct(shared.stat().st_mode & 0o777) == "0o700"
+    second = run_ansible(["ansible-playbook", str(playbook)], extra, check=True)
+    assert "ANSIBALLZ: Creating module" not in second.stdout + second.stderr
+    assert "ANSIBALLZ: using cached module" in second.stdout + second.stderr
+    assert "LLMFLEET_TEST_MODULE_CACHE" not in ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)})
