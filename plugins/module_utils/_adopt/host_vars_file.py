@@ -18,11 +18,12 @@ made where the data is, not by a dumper that would have to be told."""
 from __future__ import annotations
 
 import math
-import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # A key written bare: a name that cannot hold a template marker and that YAML 1.1 does not read
 # as a boolean or null.
-_BARE_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_BARE_KEY_RE = lazy_regex(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 

@@ -31,6 +31,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_RE,
     SECRET_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import SERVED_NAME_RE, server_args
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import adopted_fields
@@ -42,9 +43,9 @@ PLATEAU_SECONDS = 24 * 3600  # "headroom at plateau": a day after boot
 MAX_FIELD_DEPTH = 16  # default_chat_template_kwargs and the like are a level or two deep
 # What Ansible would template, were the text not written !unsafe (host_vars_file): a note says
 # where a host's text holds it.
-_TEMPLATE_RE = re.compile(r"\{\{|\{%|\{#")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_VARIABLE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_TEMPLATE_RE = lazy_regex(r"\{\{|\{%|\{#")
+_CONTROL_RE = lazy_regex(r"[\x00-\x1f\x7f]")
+_VARIABLE_RE = lazy_regex(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 # Variables the runtime sets from the seat's GPUs; carried over they would fight it.
 _GPU_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 # docker's own networks: not ones a seat joins by name

@@ -17,7 +17,6 @@ import datetime
 import glob
 import json
 import os
-import re
 import stat
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import value_depth
@@ -28,6 +27,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_argv import model_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import VllmLogError, parse_boot_log
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.vllm_releases import image_version
@@ -36,8 +36,8 @@ _HF_HOME = "/root/.cache/huggingface"  # huggingface_hub's default for root, as 
 # A model's config.json is kilobytes; what is larger, or nests deeper, is not one.
 CONFIG_LIMIT = 1024 * 1024
 CONFIG_DEPTH = 32
-_HUB_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?\Z")
-_REVISION_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_HUB_ID_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?\Z")
+_REVISION_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 
@@ -284,7 +284,7 @@ def container_record(attrs, image_env, now):
 
 # A cgroup path's service: "/system.slice/qwen.service" (cgroup v2's "0::" line, or v1's
 # name=systemd hierarchy).
-_SERVICE = re.compile(r"/([^/]+\.service)(?:/|$)")
+_SERVICE = lazy_regex(r"/([^/]+\.service)(?:/|$)")
 
 
 def _docker_run_name(argv):

@@ -13,19 +13,19 @@ Pages are asked one after another, at most MAX_PAGES of PAGE_SIZE records."""
 from __future__ import annotations
 
 import datetime
-import re
 import urllib.parse
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._calibration.prometheus import PrometheusError, WIRE_GRACE_S
 from ansible_collections.llmfleet.seats.plugins.module_utils._cards.snapshot import ReadingError, beszel_gpus
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable, error_message
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 PAGE_SIZE = 500
 MAX_PAGES = 40
 # Beszel's record kinds: one a minute, then averages over 10, 20, 120 and 480 minutes.
 RECORD_TYPES = ("1m", "10m", "20m", "120m", "480m")
 # A Beszel system's record id (PocketBase ids: 15 lowercase letters and digits).
-SYSTEM_RE = re.compile(r"\A[a-z0-9]{1,64}\Z")
+SYSTEM_RE = lazy_regex(r"\A[a-z0-9]{1,64}\Z")
 _CREATED = "%Y-%m-%d %H:%M:%S"
 
 

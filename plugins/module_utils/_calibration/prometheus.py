@@ -12,10 +12,10 @@ points; the one HTTP client of the collection underneath."""
 from __future__ import annotations
 
 import math
-import re
 import urllib.parse
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Client, Unreachable, error_message
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # The wire waits this much longer than the server's own query timeout, so a slow query ends in the
 # server's words ("query timed out") rather than in a socket timeout.
@@ -24,7 +24,7 @@ WIRE_GRACE_S = 5
 ERROR_CHARS = 300
 
 # A Prometheus duration as this collection writes one into a query: a number and one unit.
-DURATION_RE = re.compile(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
+DURATION_RE = lazy_regex(r"\A[1-9][0-9]{0,6}[smhdw]\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # A range query asks for at most this many points per series: what a plot has room for.
 RANGE_POINTS = 400

@@ -17,9 +17,9 @@ Where a PID cannot be resolved, the process says why in ``attribution``.
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import process_stat
 
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
@@ -29,7 +29,7 @@ _ID = r"[0-9a-f]{64}"
 # A container's cgroup directory: "docker-<id>.scope" (systemd driver), "cri-containerd-<id>.scope"
 # (Kubernetes), "libpod-<id>.scope" (podman), "nerdctl-<id>.scope", or a bare "<id>" under
 # "/docker/" (cgroupfs driver) or a containerd namespace such as "/default/".
-_SCOPE = re.compile(r"^(?:(?P<runtime>docker|cri-containerd|containerd|crio|libpod|nerdctl)-)?"
+_SCOPE = lazy_regex(r"^(?:(?P<runtime>docker|cri-containerd|containerd|crio|libpod|nerdctl)-)?"
                     r"(?P<id>%s)(?:\.scope)?$" % _ID)
 
 

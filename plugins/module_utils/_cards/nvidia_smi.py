@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, SizeError, to_bytes
 
 GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.total", "memory.reserved",
@@ -43,8 +44,8 @@ EXIT_CODES = {
 
 # Header names that differ from the query names.
 _HEADER_ALIASES = {"used_gpu_memory": "used_memory"}
-_HEADER_TOKEN = re.compile(r"^[a-z][a-z0-9_.]*$")
-_UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]$")
+_HEADER_TOKEN = lazy_regex(r"^[a-z][a-z0-9_.]*$")
+_UNIT_SUFFIX = lazy_regex(r"\s*\[[^\]]*\]$")
 
 
 class NvidiaSmiError(ValueError):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import current_mode, replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import (
@@ -30,11 +29,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped impo
     loads_bounded,
     read_capped,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 SCHEMA = "llmfleet.seats/gpu_snapshot"
 SCHEMA_VERSION = 1
 
-_TIMESTAMP = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+_TIMESTAMP = lazy_regex(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
 _GPU_REQUIRED_INTS = ("index", "memory_total_mib", "memory_used_mib", "memory_free_mib")
 _GPU_OPTIONAL_INTS = ("memory_reserved_mib", "attributed_mib", "unattributed_mib", "unlisted_mib")
 _PROCESS_OPTIONAL_STRS = ("name", "container", "container_id", "compose_project", "compose_service",

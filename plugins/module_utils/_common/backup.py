@@ -17,9 +17,11 @@ import os
 import re
 import shutil
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
+
 _TAG = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-_TAG_RE = re.compile(r"\A%s\Z" % _TAG)
-_DATE_RE = re.compile(r"\A[0-9]{8}\Z")
+_TAG_RE = lazy_regex(r"\A%s\Z" % _TAG)
+_DATE_RE = lazy_regex(r"\A[0-9]{8}\Z")
 
 
 class BackupError(ValueError):

@@ -16,6 +16,7 @@ import os
 import re
 import stat
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, human_bytes
 
 # A model's config.json, a radiance profile or a gpu_info snapshot is kilobytes; 16 MiB is
@@ -23,8 +24,8 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes impor
 MAX_JSON_BYTES = 16 * MIB
 # The deepest nesting any of them has is a handful of levels.
 MAX_JSON_DEPTH = 64
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET_RE = re.compile(r"[\[\]{}]")
+_STRING_RE = lazy_regex(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET_RE = lazy_regex(r"[\[\]{}]")
 
 
 class ReadCapError(ValueError):

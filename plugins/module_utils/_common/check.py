@@ -12,7 +12,6 @@ nothing an inventory says can reach a file, a path or a command line as somethin
 from __future__ import annotations
 
 import math
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     CONTROL_RE,
@@ -20,9 +19,10 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     REDACTED,
     SECRET_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, human_bytes, to_bytes
 
-_BARE_NUMBER_RE = re.compile(r"\A\s*[0-9]+\s*\Z")
+_BARE_NUMBER_RE = lazy_regex(r"\A\s*[0-9]+\s*\Z")
 # The longest single argument or environment string Linux passes to a process
 # (MAX_ARG_STRLEN): a longer value could never start the seat ("Argument list too long").
 VALUE_MAX_BYTES = 128 * 1024

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
+
 # Sizing rule: the smallest KV budget whose concurrency at max_model_len is at least the factor,
 # rounded up to a multiple of the step.
 KV_FACTOR = 1.25
@@ -43,20 +45,20 @@ LADDER_STEPS = {"max_model_len": 4096, "max_num_seqs": 4096, "kv_cache_memory_by
                 "host_pool_mib": 1024}
 
 # A seat's name names its compose project, directory and container: the whole string matches.
-SEAT_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
+SEAT_NAME_RE = lazy_regex(r"\A[a-z0-9][a-z0-9_-]*\Z")
 SEAT_NAME_EXPECTED = "lowercase letters, digits, '-' or '_', starting with a letter or digit"
 # A container's name as docker allows it: a seat's container_name, and what adopt writes as one.
-CONTAINER_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+CONTAINER_NAME_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # An inventory host name: it is written into every seat file's header and names the host in
 # every message, so the whole string matches (a newline in one became a command in serve.sh).
-HOST_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+HOST_NAME_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 HOST_NAME_EXPECTED = "a host name of letters, digits, '.', '-' or '_', starting with a letter or digit"
 # What becomes a file line, a path, a label or an argument: no control character anywhere
 # (a final "\n" in a name made a directory "voices\n").
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_RE = lazy_regex(r"[\x00-\x1f\x7f]")
 
 # A seat's health path: it becomes a string in its healthcheck's code.
-HEALTH_PATH_RE = re.compile(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
+HEALTH_PATH_RE = lazy_regex(r"\A/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&-]*)?\Z")
 HEALTH_PATH_EXPECTED = "a URL path such as /health (letters, digits, ._~%/- and a query)"
 
 # Environment variables (and command-line flags) named with one of these words hold secrets even
@@ -64,7 +66,7 @@ HEALTH_PATH_EXPECTED = "a URL path such as /health (letters, digits, ._~%/- and 
 # .env and are shown nowhere else. Whole words between '_', '-' or '.', any case: HF_TOKEN,
 # OPENAI_API_KEY, DB_PASSWORD, --api-key are secrets; TOKENIZERS_PARALLELISM, KEYBOARD,
 # MONKEY_PATCH, AUTHOR, MAX_NUM_BATCHED_TOKENS are not.
-SECRET_NAME_RE = re.compile(
+SECRET_NAME_RE = lazy_regex(
     r"(?<![A-Za-z0-9])(?:TOKEN|KEY|APIKEY|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIALS?|CREDS|AUTH)"
     r"(?![A-Za-z0-9])", re.IGNORECASE)
 # The .env variable that carries a secret NAME into the container's environment.
@@ -88,4 +90,4 @@ BIND_ADDRESS = "127.0.0.1"
 # The addresses that publish a port on every interface of the host.
 ALL_INTERFACES = ("0.0.0.0", "::")
 # A docker network's name (docker's own grammar), whole: it is a compose key and an argument.
-NETWORK_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+NETWORK_NAME_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import command
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.command import CommandError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # docker's State.StartedAt (RFC 3339 in UTC): a container's last start, sortable as text
-STARTED_AT_RE = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
+STARTED_AT_RE = lazy_regex(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 
 
 class DockerError(CommandError):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import decimal
 import math
-import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 KIB = 1024
 MIB = 1024 ** 2
@@ -37,8 +38,8 @@ _UNIT = {
     "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
     "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
 }
-_SIZE_RE = re.compile(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*\Z")
-_VLLM_INT_RE = re.compile(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
+_SIZE_RE = lazy_regex(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*\Z")
+_VLLM_INT_RE = lazy_regex(r"\A(\d+(?:\.\d+)?)([kKmMgGtT])\Z")
 
 
 class SizeError(ValueError):

@@ -20,9 +20,9 @@ Which flags take several values is the caller's to say (``many``); the spelling 
 
 from __future__ import annotations
 
-import re
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
-_NEGATIVE_NUMBER = re.compile(r"\A-\d+\Z|\A-\d*\.\d+\Z")
+_NEGATIVE_NUMBER = lazy_regex(r"\A-\d+\Z|\A-\d*\.\d+\Z")
 
 
 def _is_flag(arg):

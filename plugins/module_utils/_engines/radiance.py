@@ -20,11 +20,11 @@ must be the plan's, ``vram_kv`` byte for byte on every card.
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.capped import load_json
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num, unreadable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.radiance_log import (
@@ -85,7 +85,7 @@ PROFILE_TERMS = tuple(term for term in CARD_TERMS if term != "gpu_headroom_mib")
     "file_tier_staging_mib", "kv_bytes_per_token", "block_size", "checkpoint_retained",
     "printed_experts_mib", "printed_host_pool_mib")
 _PROFILE_REQUIRED = ("static_weights_mib", "kv_bytes_per_token")
-_PLACEMENT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.,:=+-]*\Z")
+_PLACEMENT_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.,:=+-]*\Z")
 PLANNED_FIELDS = ("capacity_mib", "elastic_mib", "expert_floor_mib", "experts_mib", "kv_cap_tokens", "kv_bytes",
                   "vram_kv_bytes", "kv_blocks", "kv_tokens", "sessions", "binding", "funded_fraction",
                   "binding_card", "card_total_mib", "host_holds_plane")

@@ -23,22 +23,22 @@ log counts (a restarted container keeps its earlier runs).
 
 from __future__ import annotations
 
-import re
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
-_BUDGET = re.compile(r"VRAM budget, per card: (?P<cards>(?:\[\d+\] \d+ MiB,? ?)+)")
-_CARD = re.compile(r"\[(\d+)\] (\d+) MiB")
+_BUDGET = lazy_regex(r"VRAM budget, per card: (?P<cards>(?:\[\d+\] \d+ MiB,? ?)+)")
+_CARD = lazy_regex(r"\[(\d+)\] (\d+) MiB")
 _LINES = {
-    "capacity_mib": re.compile(r"\bclaimable: (-?\d+) MiB a card"),
-    "elastic_mib": re.compile(r"\belastic: (-?\d+) MiB a card"),
-    "experts": re.compile(r"\bexperts / kv cache: (\d+) MiB / ([\d.]+) MiB a card \(expert floor (\d+) MiB\)"),
-    "kv": re.compile(r"\bkv: the cache can grow to ([\d.]+) GiB a card -- (\d+) tokens of context, (\d+) sessions at (\d+)"),
-    "pin_ledger_mib": re.compile(r"\bpinned host memory: ([\d.]+) MiB"),
-    "mover_slots": re.compile(r"\bmover: (\d+) slots can be lent"),
+    "capacity_mib": lazy_regex(r"\bclaimable: (-?\d+) MiB a card"),
+    "elastic_mib": lazy_regex(r"\belastic: (-?\d+) MiB a card"),
+    "experts": lazy_regex(r"\bexperts / kv cache: (\d+) MiB / ([\d.]+) MiB a card \(expert floor (\d+) MiB\)"),
+    "kv": lazy_regex(r"\bkv: the cache can grow to ([\d.]+) GiB a card -- (\d+) tokens of context, (\d+) sessions at (\d+)"),
+    "pin_ledger_mib": lazy_regex(r"\bpinned host memory: ([\d.]+) MiB"),
+    "mover_slots": lazy_regex(r"\bmover: (\d+) slots can be lent"),
 }
-_POOLS = re.compile(r"\[(\d+)\] pools: vram_kv (\d+) bytes")
-_LENT = re.compile(r"\bmover: lent (\d+) slots \(([\d.]+) MiB\)")
-_ERROR = re.compile(r"\b(ERROR|FATAL)\b.*")
-_VERSION = re.compile(r"\bradiance (\d+\.\d+\.\d+)\b")
+_POOLS = lazy_regex(r"\[(\d+)\] pools: vram_kv (\d+) bytes")
+_LENT = lazy_regex(r"\bmover: lent (\d+) slots \(([\d.]+) MiB\)")
+_ERROR = lazy_regex(r"\b(ERROR|FATAL)\b.*")
+_VERSION = lazy_regex(r"\bradiance (\d+\.\d+\.\d+)\b")
 
 
 class RadianceLogError(ValueError):

@@ -26,6 +26,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.gate import gate, num, unreadable
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.http import Unreachable
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.systemd import SystemdError
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import GIB, MIB, human_bytes
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.argv import flag_value
@@ -133,17 +134,17 @@ _SHORT_OVERRIDE_FLAGS = {"-dcp": "--decode-context-parallel-size"}
 _SECRET_FLAGS = ("--api-key", "--hf-token")
 # What one argument may look like: a flag of lowercase words (a dotted key, an =value), or a
 # value that does not start with a dash (a negative number may).
-_FLAG_RE = re.compile(r"\A--[a-z0-9][a-z0-9_-]*(\.[A-Za-z0-9_.-]+)?(=.*)?\Z", re.DOTALL)
-_SHORT_FLAG_RE = re.compile(r"\A-[A-Za-z][A-Za-z0-9]*(=.*)?\Z|\A-O[0-9.]", re.DOTALL)
+_FLAG_RE = lazy_regex(r"\A--[a-z0-9][a-z0-9_-]*(\.[A-Za-z0-9_.-]+)?(=.*)?\Z", re.DOTALL)
+_SHORT_FLAG_RE = lazy_regex(r"\A-[A-Za-z][A-Za-z0-9]*(=.*)?\Z|\A-O[0-9.]", re.DOTALL)
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
 # The inventory fields that each render a flag, which the seat's release must take.
 _FIELD_FLAGS = field_flags(PLAN_SEAT_FIELDS)
 _FLAG_OF = flags_by_field(PLAN_SEAT_FIELDS)
-MODEL_RE = re.compile(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
-SERVED_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
+MODEL_RE = lazy_regex(r"\A[A-Za-z0-9._/@:+-]+\Z")  # a Hugging Face id or a path in the image
+SERVED_NAME_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z")
 # a parser of the operator's own, registered from this file, takes a name no release knows
 _PARSER_PLUGIN_FLAGS = (("tool_call_parser", "--tool-parser-plugin"), ("reasoning_parser", "--reasoning-parser-plugin"))
-_PARSER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_PARSER_RE = lazy_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # The planned numbers a plan seat carries, once.
 PLANNED_FIELDS = ("max_model_len", "kv_cache_memory_bytes", "kv_cache_tokens", "max_concurrency",
                   "block_size", "num_blocks", "per_token_kv_bytes")
@@ -524,7 +525,7 @@ def serves(argv):
 # The requests a vLLM server is working on, by its Prometheus metrics: those in the batch and
 # those queued for it, summed over its engines (one sample per engine and model name).
 IN_FLIGHT_PATH = "/metrics"
-_IN_FLIGHT_RE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(?P<value>[0-9.eE+-]+)\s*$",
+_IN_FLIGHT_RE = lazy_regex(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(?P<value>[0-9.eE+-]+)\s*$",
                            re.MULTILINE)
 
 

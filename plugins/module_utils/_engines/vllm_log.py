@@ -39,101 +39,100 @@ A container log can hold several boots (``restart: always``); the figures descri
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import SizeError, to_bytes
 
 GIB = 1 << 30
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ANSI = lazy_regex(r"\x1b\[[0-9;]*[A-Za-z]")
 # the processes that hold one rank each: vLLM's multiproc workers, Ray's, V0's
-_WORKER = re.compile(r"\A(?:Worker_TP\d+|RayWorkerWrapper|VllmWorkerProcess)\Z")
-_PROC = re.compile(r"\((?P<proc>[A-Za-z][\w]*) pid=(?P<pid>\d+)\) ")
+_WORKER = lazy_regex(r"\A(?:Worker_TP\d+|RayWorkerWrapper|VllmWorkerProcess)\Z")
+_PROC = lazy_regex(r"\((?P<proc>[A-Za-z][\w]*) pid=(?P<pid>\d+)\) ")
 # "[file.py:N]" since 0.8; "file.py:N]" before
-_HEADER = re.compile(r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
+_HEADER = lazy_regex(r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
                      r"\[?(?P<src>[^\]\s]+):\d+\] (?P<msg>.*)$")
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 
 _VERSION_PATTERNS = (
-    re.compile(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*version\s+(?P<version>\S+)\s*$"),  # 0.33 logo
-    re.compile(r"^vLLM server version (?P<version>\S+), serving model (?P<model>.+)$"),
-    re.compile(r"^vLLM API server version (?P<version>\S+)$"),           # 0.10.x
+    lazy_regex(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*version\s+(?P<version>\S+)\s*$"),  # 0.33 logo
+    lazy_regex(r"^vLLM server version (?P<version>\S+), serving model (?P<model>.+)$"),
+    lazy_regex(r"^vLLM API server version (?P<version>\S+)$"),           # 0.10.x
 )
-_LOGO_MODEL = re.compile(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*model\s+(?P<model>.+?)\s*$")
-_ENGINE_VERSION = re.compile(r"Initializing (?:a V[01] |an )LLM engine \(v(?P<version>[^)]+)\)")
+_LOGO_MODEL = lazy_regex(r"^\s*[\u2580-\u259f][\s\u2580-\u259f]*model\s+(?P<model>.+?)\s*$")
+_ENGINE_VERSION = lazy_regex(r"Initializing (?:a V[01] |an )LLM engine \(v(?P<version>[^)]+)\)")
 
-_CAPACITY = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: "
+_CAPACITY = lazy_regex(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
+_CONCURRENCY = lazy_regex(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: "
                           r"(?P<conc>" + _NUMBER + r")x")
-_MAX_LEN = re.compile(r"^Using max model len (?P<len>\d+)")
+_MAX_LEN = lazy_regex(r"^Using max model len (?P<len>\d+)")
 # V0's API server echoed its argparse Namespace (vllm/entrypoints/openai/api_server.py, 0.5.0 to
 # 0.8.5: logger.info("args: %s", args)); max_model_len=None when the flag was not given
-_V0_ARGS_LEN = re.compile(r"^args: Namespace\((?:.*?, )?max_model_len=(?P<len>\d+)[,)]")
-_AUTO_FIT = re.compile(r"^Auto-fit max_model_len: (?:reduced from \d+ to (?P<reduced>\d+)|"
+_V0_ARGS_LEN = lazy_regex(r"^args: Namespace\((?:.*?, )?max_model_len=(?P<len>\d+)[,)]")
+_AUTO_FIT = lazy_regex(r"^Auto-fit max_model_len: (?:reduced from \d+ to (?P<reduced>\d+)|"
                        r"full model context length (?P<full>\d+) fits)")
-_RESERVED = re.compile(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, reserved "
+_RESERVED = lazy_regex(r"Initial free memory (?P<free>" + _NUMBER + r") GiB, reserved "
                        r"(?P<gib>" + _NUMBER + r") ?GiB memory for KV Cache")
 # the CPU platform's worker: "Explicitly set (0.06/23.54) GiB for KV cache on node 0." (a pinned
 # budget) or "Auto set (...)" (one sized from the worker's requested memory); its total is the
 # node's memory, not a free figure
-_CPU_RESERVED = re.compile(r"^(?:Explicitly|Auto) set \((?P<gib>" + _NUMBER + r")/(?P<total>" + _NUMBER
+_CPU_RESERVED = lazy_regex(r"^(?:Explicitly|Auto) set \((?P<gib>" + _NUMBER + r")/(?P<total>" + _NUMBER
                            + r")\) GiB for KV cache on node \d+")
-_NON_DEFAULT_KV = re.compile(r"^non-default args: .*'kv_cache_memory_bytes': (?P<bytes>\d+)")
-_AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") GiB")
+_NON_DEFAULT_KV = lazy_regex(r"^non-default args: .*'kv_cache_memory_bytes': (?P<bytes>\d+)")
+_AVAILABLE = lazy_regex(r"^Available KV cache memory: (?P<gib>" + _NUMBER + r") GiB")
 # V1: "Model loading took 7.63 GiB memory and ..."; V0: "Loading model weights took 14.99 GB"
 # and "Model loading took 0.47 GB and ..." (GB there is vLLM's name for GiB)
-_WEIGHTS = re.compile(r"^(?:Model loading|Loading model weights) took (?P<gib>" + _NUMBER + r") Gi?B(?: |$)")
+_WEIGHTS = lazy_regex(r"^(?:Model loading|Loading model weights) took (?P<gib>" + _NUMBER + r") Gi?B(?: |$)")
 # V0's block counts: "# GPU blocks: 10039, # CPU blocks: 1310"
-_V0_BLOCKS = re.compile(r"# GPU blocks: (?P<gpu>\d+), # CPU blocks: (?P<cpu>\d+)")
+_V0_BLOCKS = lazy_regex(r"# GPU blocks: (?P<gpu>\d+), # CPU blocks: (?P<cpu>\d+)")
 # Where in the boot an OOM happened: the phase the log was in, each ended by its marker.
 _PHASES = (("weights", _WEIGHTS, "profile"),
-           ("profile", re.compile(r"KV cache size: |# GPU blocks: |reserved .* for KV Cache"), "graph capture"),
-           ("graph capture", re.compile(r"^Graph capturing finished|^init engine "), "runtime"))
+           ("profile", lazy_regex(r"KV cache size: |# GPU blocks: |reserved .* for KV Cache"), "graph capture"),
+           ("graph capture", lazy_regex(r"^Graph capturing finished|^init engine "), "runtime"))
 # An OOM where it happened (not the engine's "Worker failed with error 'CUDA out of memory...'"
 # that reports it again): torch's OutOfMemoryError, or the CUDA error torch.AcceleratorError
 # and RuntimeError carry.
-_OOM_DETAIL = re.compile(r"\ACUDA error: out of memory")
+_OOM_DETAIL = lazy_regex(r"\ACUDA error: out of memory")
 # vLLM 0.11.0, model_executor/layers/linear.py (UnquantizedLinearMethod.create_weights), on the
 # torch.cuda.OutOfMemoryError it caught: logger.error("Failed to create unquantized linear
 # weights: %s", e), then a RuntimeError of its own words; the traceback may repeat the OOM
-_WEIGHTS_OOM = re.compile(r"^Failed to create unquantized linear weights: (?P<detail>.+)$")
-_GRAPHS = re.compile(r"^Graph capturing finished in \d+ secs, took (?P<gib>" + _NUMBER + r") GiB")
-_SUGGESTION = re.compile(r"`--kv-cache-memory=(?P<fit>-?\d+)`.*?`--kv-cache-memory=(?P<full>-?\d+)`")
-_INIT_ENGINE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took "
+_WEIGHTS_OOM = lazy_regex(r"^Failed to create unquantized linear weights: (?P<detail>.+)$")
+_GRAPHS = lazy_regex(r"^Graph capturing finished in \d+ secs, took (?P<gib>" + _NUMBER + r") GiB")
+_SUGGESTION = lazy_regex(r"`--kv-cache-memory=(?P<fit>-?\d+)`.*?`--kv-cache-memory=(?P<full>-?\d+)`")
+_INIT_ENGINE = lazy_regex(r"^init engine \(profile, create kv cache, warmup model\) took "
                           r"(?P<secs>" + _NUMBER + r") s")
-_SERVER = re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (?P<address>\S+)")
-_STARTUP_COMPLETE = re.compile(r"^INFO:\s+Application startup complete\.")
-_SHUTDOWN = re.compile(r"^INFO:\s+(?:Shutting down|Finished server process)|^\[shutdown\] API server")
-_ENGINE_DEAD = re.compile(r"EngineCore encountered a fatal error|EngineDeadError|died unexpectedly"
+_SERVER = lazy_regex(r"^Starting vLLM (?:API )?server (?:\d+ )?on (?P<address>\S+)")
+_STARTUP_COMPLETE = lazy_regex(r"^INFO:\s+Application startup complete\.")
+_SHUTDOWN = lazy_regex(r"^INFO:\s+(?:Shutting down|Finished server process)|^\[shutdown\] API server")
+_ENGINE_DEAD = lazy_regex(r"EngineCore encountered a fatal error|EngineDeadError|died unexpectedly"
                           r"|engine core exited unexpectedly")
 
-_STARTUP_CHECK = re.compile(
+_STARTUP_CHECK = lazy_regex(
     r"Free memory on device (?:(?P<device>\S+) )?\((?P<free>" + _NUMBER + r")/(?P<total>" + _NUMBER
     + r") GiB\) on startup is less than desired GPU memory utilization \((?P<util>" + _NUMBER
     + r"), (?P<requested>" + _NUMBER + r") GiB\)")
-_ADMISSION = re.compile(
+_ADMISSION = lazy_regex(
     r"To serve at least one request with the models?'s max seq len \((?P<len>\d+)\), \((?P<needed>"
     + _NUMBER + r") GiB KV cache is needed, which is larger than the available KV cache memory "
     r"\((?P<available>" + _NUMBER + r") GiB\)\.(?: Based on the available memory, the estimated "
     r"maximum model length is (?P<estimated>\d+)\.)?")
 # V0's worker (vllm/worker/worker.py raise_if_cache_size_invalid, 0.5.0 to 0.10.2)
-_V0_ADMISSION = re.compile(
+_V0_ADMISSION = lazy_regex(
     r"The model's max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that can be "
     r"stored in KV cache \((?P<tokens>\d+)\)")
 # any other words around the length those refusals name ("models's" to 0.21)
-_REFUSED_LEN = re.compile(r"[Tt]he models?'s max seq len \((?P<len>\d+)\)")
-_NO_KV_MEMORY = re.compile(r"No available memory for the cache blocks")
-_MAMBA = re.compile(r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks "
+_REFUSED_LEN = lazy_regex(r"[Tt]he models?'s max seq len \((?P<len>\d+)\)")
+_NO_KV_MEMORY = lazy_regex(r"No available memory for the cache blocks")
+_MAMBA = lazy_regex(r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks "
                     r"\((?P<blocks>\d+)\)")
 
-_EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<detail>.*))?$")
-_PYDANTIC_VALUE_ERROR = re.compile(r"^\s+Value error, (?P<detail>.*?)(?: \[type=value_error.*)?$")
-_ARGPARSE = re.compile(r"^(?P<prog>vllm(?: \w+)?): error: (?P<detail>.+)$")
-_AUTOTUNER_OOM = re.compile(r"\[Autotuner\]: OOM detected")
+_EXCEPTION = lazy_regex(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<detail>.*))?$")
+_PYDANTIC_VALUE_ERROR = lazy_regex(r"^\s+Value error, (?P<detail>.*?)(?: \[type=value_error.*)?$")
+_ARGPARSE = lazy_regex(r"^(?P<prog>vllm(?: \w+)?): error: (?P<detail>.+)$")
+_AUTOTUNER_OOM = lazy_regex(r"\[Autotuner\]: OOM detected")
 # ERROR-level lines that are no boot failure: a client's bad request, and the engine's dumps of
 # its inputs when it dies (the request's own data, which a report must not carry)
-_NOT_FAILURES = re.compile(r"^(?:Error with model error=|Dumping (?:input data|scheduler output|scheduler stats)\b)")
+_NOT_FAILURES = lazy_regex(r"^(?:Error with model error=|Dumping (?:input data|scheduler output|scheduler stats)\b)")
 _TRACEBACK_BODY = ("Traceback (most recent call last)", "During handling of the above exception",
                    "The above exception was the direct cause")
 
@@ -358,7 +357,7 @@ def _read_boot(lines, result):
 
 
 # What the engine says after the cause, about the cause: never the reason itself.
-_AFTERMATH = re.compile(r"\A(?:RuntimeError: (?:Engine core initialization failed|cancelled|Worker failed with error)"
+_AFTERMATH = lazy_regex(r"\A(?:RuntimeError: (?:Engine core initialization failed|cancelled|Worker failed with error)"
                         r"|(?:\w+\.)*EngineDeadError)")
 
 

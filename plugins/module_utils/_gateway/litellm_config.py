@@ -36,10 +36,11 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup impo
     check_backup_name_parts,
     make_backup,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # A LiteLLM secret reference: resolved from the gateway's environment at start-up.
 ENV_REFERENCE = "os.environ/"
-_URL_RE = re.compile(r"^(?P<scheme>https?)://(?P<authority>(?P<host>\[[^\]]+\]|[^/:?#\s]+)"
+_URL_RE = lazy_regex(r"^(?P<scheme>https?)://(?P<authority>(?P<host>\[[^\]]+\]|[^/:?#\s]+)"
                      r"(?::(?P<port>\d+))?)(?P<rest>[/?#].*)?$")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

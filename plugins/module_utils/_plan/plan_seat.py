@@ -14,7 +14,6 @@ edited by hand; whatever passes here can be written into a file as it is."""
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
     BIND_ADDRESS,
@@ -25,11 +24,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.fields import field_problems
 
 # An environment variable's name as the rendered files may carry it.
-PLAIN_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
+PLAIN_KEY_RE = lazy_regex(r"\A[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
 def check_plan_seat(seat, error):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import re
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import (
     VALUE_MAX_BYTES,
@@ -42,6 +41,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import LARGEST, MIB
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, own_api_key
@@ -57,13 +57,13 @@ RUNTIME_RESTARTS = {"compose": ("always", "unless-stopped", "on-failure", "no"),
                     "systemd": ("always", "on-failure", "no")}
 # The policies that restart a process that exited 0.
 RESTARTS_CLEAN_EXIT = ("always", "unless-stopped")
-_DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}\Z|\Asha256:[0-9a-f]{64}\Z")
+_DIGEST_RE = lazy_regex(r"@sha256:[0-9a-f]{64}\Z|\Asha256:[0-9a-f]{64}\Z")
 # docker's reference grammar, whole: [registry[:port]/]path[:tag][@sha256:64 lowercase hex], or a
 # local image ID. A second tag, an uppercase or short digest never reaches a pull. A registry is
 # a first component with a '.' or a port, or localhost (else it is a lowercase path component).
 _REGISTRY_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REFERENCE_RE = re.compile(
+_IMAGE_REFERENCE_RE = lazy_regex(
     r"\A(?:(?!sha256:)(?:(?:(?:localhost|{label}(?:\.{label})+)(?::[0-9]+)?|{label}:[0-9]+)/)?"
     r"{path}(?:/{path})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?"
     r"|sha256:[0-9a-f]{{64}})\Z".format(label=_REGISTRY_LABEL, path=_PATH_COMPONENT))
@@ -71,10 +71,10 @@ _IMAGE_EXPECTED = ("an image reference [REGISTRY/]NAME[:TAG][@sha256:DIGEST] (on
                    "hex digits) or a local image ID sha256:DIGEST, such as vllm/vllm-openai:v0.33.0")
 # Each grammar matches the whole string: what passes can be a file line, a path, a label or an
 # argument as it is.
-_DURATION_RE = re.compile(r"\A([0-9]+(ms|s|m|h))+\Z")
-_UUID_RE = re.compile(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
-_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
-_VOLUME_RE = re.compile(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
+_DURATION_RE = lazy_regex(r"\A([0-9]+(ms|s|m|h))+\Z")
+_UUID_RE = lazy_regex(r"\A(GPU|MIG)-[0-9A-Za-z/-]+\Z")
+_ENV_NAME_RE = lazy_regex(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_VOLUME_RE = lazy_regex(r"\A[^\s:]+:/[^\s:]*(:[A-Za-z,]+)?\Z")
 # Not networks a seat joins: host and none replace the seat's network (host publishes every port
 # it listens on, on every interface); default is compose's name for the project's own.
 _NOT_JOINABLE = ("host", "none", "default")

@@ -14,13 +14,14 @@ and its playbooks), gathered by the caller; this module only compares."""
 from __future__ import annotations
 
 import difflib
-import re
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # The prefixes the collection owns in an inventory: llmfleet_* (the fleet as data) and the
 # roles' own seat_<role>_*.
-OWN_VARIABLE_RE = re.compile(r"\A(llmfleet|seat)_[A-Za-z0-9_]+\Z")
+OWN_VARIABLE_RE = lazy_regex(r"\A(llmfleet|seat)_[A-Za-z0-9_]+\Z")
 # How a variable name appears in the collection's YAML.
-VARIABLE_NAME_RE = re.compile(r"\b(?:llmfleet|seat)_[a-z0-9_]*[a-z0-9]\b")
+VARIABLE_NAME_RE = lazy_regex(r"\b(?:llmfleet|seat)_[a-z0-9_]*[a-z0-9]\b")
 
 
 def unknown_variables(check, names, known):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 
@@ -25,13 +24,14 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.backup impo
     read_bytes,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import SEAT_NAME_EXPECTED, SEAT_NAME_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 
 class SeatFilesError(ValueError):
     """Bad arguments for writing or restoring seat files."""
 
 
-_MODE_RE = re.compile(r"\A0?[0-7]{3}\Z")
+_MODE_RE = lazy_regex(r"\A0?[0-7]{3}\Z")
 
 
 def file_mode(value, name):

@@ -32,11 +32,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import CONTROL_RE
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.proc import process_stat
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.journal import unfinished_seats
 
@@ -44,7 +44,7 @@ STATES = ("acquired", "journaled", "released")
 # Set by the rebalance role for every task of a window; inherited by what its modules start.
 RUN_ID_VARIABLE = "LLMFLEET_RUN_ID"
 # A module run without pipelining names itself on its command line.
-_ANSIBALLZ_RE = re.compile(rb"AnsiballZ_([A-Za-z0-9_]+)\.py")
+_ANSIBALLZ_RE = lazy_regex(rb"AnsiballZ_([A-Za-z0-9_]+)\.py")
 
 
 class LockError(Exception):

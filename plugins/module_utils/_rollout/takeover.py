@@ -21,18 +21,18 @@ stay where they were) and a kept one no longer restarts with the engine.
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import ALL_INTERFACES, BIND_ADDRESS
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.docker import STARTED_AT_RE, DockerError
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.ports import addresses_clash, endpoint
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import ENGINES, engine_serving
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.host import is_running
 
 # What compose itself accepts as a project and a service name.
-_PROJECT_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
-_SERVICE_RE = re.compile(r"\A[a-zA-Z0-9][a-zA-Z0-9._-]*\Z")
+_PROJECT_RE = lazy_regex(r"\A[a-z0-9][a-z0-9_-]*\Z")
+_SERVICE_RE = lazy_regex(r"\A[a-zA-Z0-9][a-zA-Z0-9._-]*\Z")
 _RESTART_POLICIES = ("no", "always", "unless-stopped", "on-failure")
 # A kept container whose name is the seat's steps aside under this suffix for the window.
 ASIDE_SUFFIX = "-before-llmfleet"

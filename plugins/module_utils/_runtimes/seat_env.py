@@ -26,11 +26,12 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     SEAT_NAME_EXPECTED,
     SEAT_NAME_RE,
 )
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan_seat import check_plan_seat
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 
-_SECRET_LINE_RE = re.compile(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
+_SECRET_LINE_RE = lazy_regex(r"^(%s[A-Za-z0-9_]+)=(.*)$" % SECRET_VAR_PREFIX, re.MULTILINE)
 SECRET_CHANGED = "<secret changed>"
 
 
@@ -139,7 +140,7 @@ def health_code(seat, port, quote="'"):
 
 # docker ps's Status ends in the healthcheck's verdict, when the container has one:
 # "Up 5 seconds (health: starting)", "Up 2 minutes (healthy)", "Up 1 second (unhealthy)".
-_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)\s*$")
+_HEALTH = lazy_regex(r"\((healthy|unhealthy|health: starting)\)\s*$")
 
 
 def container_state(fields):

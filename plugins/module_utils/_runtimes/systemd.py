@@ -34,6 +34,7 @@ import time
 from ansible_collections.llmfleet.seats.plugins.module_utils._common import systemd
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import MANAGED_LABEL, SECRET_VAR_PREFIX
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seam import RenderError
 from ansible_collections.llmfleet.seats.plugins.module_utils._runtimes.seat_env import (
@@ -64,8 +65,8 @@ STOP_SECONDS = 30
 # How long serve.sh may take to have docker make and start the container.
 CREATE_SECONDS = 120
 # The unit's ExecStart/EnvironmentFile name the project directory: it must be a plain path.
-_PROJECT_DIR_RE = re.compile(r"\A/[A-Za-z0-9._/-]+\Z")
-_ENV_LINE_RE = re.compile(r"^([A-Z_][A-Z0-9_]*)='([^']*)'$", re.MULTILINE)
+_PROJECT_DIR_RE = lazy_regex(r"\A/[A-Za-z0-9._/-]+\Z")
+_ENV_LINE_RE = lazy_regex(r"^([A-Z_][A-Z0-9_]*)='([^']*)'$", re.MULTILINE)
 # Unit commands and daemon reloads from the boot's threads, one at a time.
 _SYSTEMCTL_LOCK = threading.Lock()
 

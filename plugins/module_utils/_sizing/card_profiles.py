@@ -11,17 +11,17 @@ contradicts them. A card none of them describes has no profile: never a guess.""
 
 from __future__ import annotations
 
-import re
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # Each profile's cards by name: the variants share the compute capability and the memory tier
 # vLLM's defaults follow (an H100 PCIe or NVL is Hopper with 80+ GiB, like the SXM card).
 CARD_NAMES = (
-    ("h100", re.compile(r"\bH100\b")),
-    ("h200", re.compile(r"\bH200\b")),
-    ("b200", re.compile(r"\bB200\b")),
-    ("rtx-pro-6000", re.compile(r"\bRTX PRO 6000 BLACKWELL\b")),
-    ("a100", re.compile(r"\bA100\b")),
-    ("l40s", re.compile(r"\bL40S\b")),
+    ("h100", lazy_regex(r"\bH100\b")),
+    ("h200", lazy_regex(r"\bH200\b")),
+    ("b200", lazy_regex(r"\bB200\b")),
+    ("rtx-pro-6000", lazy_regex(r"\bRTX PRO 6000 BLACKWELL\b")),
+    ("a100", lazy_regex(r"\bA100\b")),
+    ("l40s", lazy_regex(r"\bL40S\b")),
 )
 
 

@@ -18,7 +18,7 @@ Pure standard library: the module and the filters share it.
 
 from __future__ import annotations
 
-import re
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.patterns import lazy_regex
 
 # minor -> the release whose source the arithmetic was read from
 MODELLED = {
@@ -32,8 +32,8 @@ LATEST = "0.33.0"
 # --kv-cache-memory-bytes first shipped in 0.10.2: an older vLLM cannot run a pinned seat.
 FIRST_PINNED = (0, 10, 2)
 
-_VERSION_RE = re.compile(r"\Av?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:rc|post|\.post|-|\+)[0-9A-Za-z.+-]*)?\Z")
-_DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}\Z")
+_VERSION_RE = lazy_regex(r"\Av?(\d+)\.(\d+)(?:\.(\d+))?(?:(?:rc|post|\.post|-|\+)[0-9A-Za-z.+-]*)?\Z")
+_DIGEST_RE = lazy_regex(r"@sha256:[0-9a-f]{64}\Z")
 
 
 class ReleaseError(ValueError):
