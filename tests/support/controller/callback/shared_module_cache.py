@@ -3,7 +3,7 @@
 Ansible builds each module's zip (its source and every module_utils it imports, found by
 parsing each of them) once per process, in a cache under the process's own temporary
 directory. The suite runs ansible-playbook hundreds of times with the same sources, and on two
-cores those builds were a sixth of its CPU. tests/conftest.py names a directory keyed by the
+cores those builds were a tenth of its CPU. tests/conftest.py names a directory keyed by the
 digest of this checkout's plugins and of ansible-core's version (LLMFLEET_TEST_MODULE_CACHE);
 this callback points the process's cache at it before the first task, so a module is built
 once per suite and every later run ships the same bytes. Runs of another copy of the
