@@ -61,7 +61,6 @@ def ansible_env(extra: dict | None = None) -> dict:
         # ...and the tasks on the implicit localhost run with ansible-playbook's own python, which
         # no interpreter setting reaches: its sitecustomize keeps their code too (PYTHONPATH).
         "PYTHONPATH": os.pathsep.join(path for path in (str(HOST_PYTHON.parent), env.get("PYTHONPATH")) if path),
-        "LLMFLEET_TWIN_BYTECODE": env.get("LLMFLEET_TWIN_BYTECODE", str(REPO_ROOT / ".build" / "twin" / "bytecode")),
         # A twin brought up by this test run is this pytest's: if it is killed before its
         # fixtures tear the twin down, the next `twin up` removes it (tests/twin/twinlib/fleet.py).
         "LLMFLEET_TWIN_OWNER": str(os.getpid()),

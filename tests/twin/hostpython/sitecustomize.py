@@ -15,7 +15,9 @@ import os
 import sys
 import zipimport
 
-CACHE = os.environ.get("LLMFLEET_TWIN_BYTECODE", "")
+# the checkout's .build/twin/bytecode, which the twin's systemd hosts mount at the same path
+CACHE = os.environ.get("LLMFLEET_TWIN_BYTECODE") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)).rsplit("/tests/twin/hostpython", 1)[0], ".build", "twin", "bytecode")
 _compile_source = zipimport._compile_source
 
 
@@ -46,5 +48,4 @@ def _kept_compile(pathname, source):
     return code
 
 
-if CACHE:
-    zipimport._compile_source = _kept_compile
+zipimport._compile_source = _kept_compile
