@@ -67,11 +67,12 @@ def ansible_env(extra: dict | None = None) -> dict:
     })
     env.update(extra or {})
     if env["ANSIBLE_COLLECTIONS_PATH"] == str(COLLECTIONS):
-        # the same sources build the same zips: one build per suite (an installed copy builds its own)
+        # the same sources build the same zips: one build per suite (an installed copy builds its
+        # own); and each run imports the collection's controller plugins once, not in every worker
         enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name]
         env.update({
             "ANSIBLE_CALLBACK_PLUGINS": str(REPO_ROOT / "tests" / "support" / "controller" / "callback"),
-            "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache"]),
+            "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache", "preloaded_plugins"]),
             "LLMFLEET_TEST_MODULE_CACHE": env.get("LLMFLEET_TEST_MODULE_CACHE", str(MODULE_CACHE)),
         })
     return env

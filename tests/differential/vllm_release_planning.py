@@ -940,15 +940,28 @@ def _vllm_config(harness, options, max_model_len):
 
 
 def _clear_caches():
-    """Empty the functools caches of the release's modules and their classes."""
-    for module in list(sys.modules.values()):
-        if isinstance(module, _StubModule) or not getattr(module, "__name__", "").startswith("vllm."):
-            continue
+    """Empty the functools caches of the release's modules and their classes (found again only
+    when another of its modules has been imported: a case clears them a few times)."""
+    modules = tuple(module for module in list(sys.modules.values())
+                    if not isinstance(module, _StubModule) and getattr(module, "__name__", "").startswith("vllm."))
+    if _CACHES.get("modules") != modules:
+        _CACHES.update(modules=modules, found=_lru_caches(modules))
+    for cache in _CACHES["found"]:
+        cache.cache_clear()
+
+
+_CACHES = {}
+
+
+def _lru_caches(modules):
+    found = []
+    for module in modules:
         for value in list(vars(module).values()):
-            for found in [value] + (list(vars(value).values()) if isinstance(value, type) else []):
-                found = getattr(found, "__func__", found)
-                if isinstance(found, functools._lru_cache_wrapper):
-                    found.cache_clear()
+            for candidate in [value] + (list(vars(value).values()) if isinstance(value, type) else []):
+                candidate = getattr(candidate, "__func__", candidate)
+                if isinstance(candidate, functools._lru_cache_wrapper):
+                    found.append(candidate)
+    return found
 
 
 def _resolve_qualname(qualname):

@@ -395,3 +395,23 @@ def test_the_test_runs_build_a_module_once_and_an_installed_copy_builds_its_own(
     assert "ANSIBALLZ: Creating module" not in second.stdout + second.stderr
     assert "ANSIBALLZ: using cached module" in second.stdout + second.stderr
     assert "LLMFLEET_TEST_MODULE_CACHE" not in ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)})
+
+
+def test_the_test_runs_workers_find_the_collections_controller_plugins_imported(tmp_path):
+    """Each ansible-playbook of the suite imports the collection's filter, action and lookup
+    plugins once, before its workers fork (CONTRIBUTING.md): a worker's first task finds them
+    imported. A run of another copy of the collection is left as an operator runs it."""
+    plugins = REPO / "plugins"
+    expected = sorted("ansible_collections.llmfleet.seats.plugins.%s.%s" % (kind, path.stem)
+                      for kind in ("filter", "action", "lookup") for path in (plugins / kind).glob("*.py")
+                      if path.stem != "__init__")
+    playbook = tmp_path / "workers.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.debug": {"msg": "{{ %s | imported_in_worker }}" % json.dumps(expected)}}]}]))
+    filters = {"ANSIBLE_FILTER_PLUGINS": str(REPO / "tests" / "support" / "controller" / "filter"),
+               "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
+    run = run_ansible(["ansible-playbook", str(playbook)], filters, check=True)
+    [task] = json.loads(run.stdout)["plays"][0]["tasks"]
+    assert len(expected) > 10 and task["hosts"]["localhost"]["msg"] == expected
+    assert "preloaded_plugins" not in ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)}).get(
+        "ANSIBLE_CALLBACKS_ENABLED", "")
