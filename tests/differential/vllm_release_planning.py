@@ -941,11 +941,12 @@ def _vllm_config(harness, options, max_model_len):
 
 def _clear_caches():
     """Empty the functools caches of the release's modules and their classes (found again only
-    when another of its modules has been imported: a case clears them a few times)."""
-    modules = tuple(module for module in list(sys.modules.values())
-                    if not isinstance(module, _StubModule) and getattr(module, "__name__", "").startswith("vllm."))
-    if _CACHES.get("modules") != modules:
-        _CACHES.update(modules=modules, found=_lru_caches(modules))
+    when a module has been imported since: a case clears them a few times, and the harness
+    never removes one)."""
+    if _CACHES.get("imported") != len(sys.modules):
+        modules = [module for module in list(sys.modules.values())
+                   if not isinstance(module, _StubModule) and getattr(module, "__name__", "").startswith("vllm.")]
+        _CACHES.update(imported=len(sys.modules), found=_lru_caches(modules))
     for cache in _CACHES["found"]:
         cache.cache_clear()
 
