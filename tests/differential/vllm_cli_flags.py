@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -101,6 +102,13 @@ def _registered_names(tree):
                     yield from _strings(key)
 
 
+@functools.lru_cache(maxsize=None)
+def _names_registered_in(source):
+    """_registered_names of a parser file's source, read once for every release that ships the
+    same file."""
+    return frozenset(_registered_names(ast.parse(source)))
+
+
 def parsers_of(release):
     """``{field: sorted names}``: the tool-call and reasoning parsers ``release`` registers."""
     names = vllm_sources.wheel_names(release)
@@ -110,7 +118,7 @@ def parsers_of(release):
         root = vllm_sources.release_files(release, files)
         registered = set()
         for name in files:
-            registered.update(_registered_names(ast.parse((root / name).read_text())))
+            registered.update(_names_registered_in((root / name).read_text()))
         if not registered:
             raise SystemExit("vLLM %s: no %s registered under %s" % (release, field, ", ".join(dirs)))
         found[field] = sorted(name for name in registered if PARSER_NAME_RE.match(name))
