@@ -83,50 +83,62 @@ def _systemd_argv(seat, tmp_path):
     return argv[argv.index(IMAGE) + 1:]
 
 
-def _parse(command_lines):
-    proc = subprocess.run([str(real_vllm_python()), str(PARSER),
-                           command_lines if isinstance(command_lines, str) else json.dumps(command_lines)],
+def _parse(*requests):
+    """The real parser's answers to ``requests`` ("--flags", "--parsers" or a list of command
+    lines), in one run of the engine's python; one answer per request (a list per command-line list)."""
+    proc = subprocess.run([str(real_vllm_python()), str(PARSER)]
+                          + [request if isinstance(request, str) else json.dumps(request) for request in requests],
                           capture_output=True, text=True, timeout=600, check=False,
                           env=dict(os.environ, **ENGINE_ENV))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith(("{", "["))]
+    answers = iter(json.loads(line) for line in proc.stdout.splitlines() if line.startswith(("{", "[")))
+    return [next(answers) if isinstance(request, str) else [next(answers) for _argv in request] for request in requests]
 
 
-def test_every_rendered_flag_is_taken_by_the_real_vllm_serve_for_both_runtimes(tmp_path):
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """The real parser's verdicts on the rendered command lines (and on two it must refuse), its
+    flags and its parser names: one import of vLLM for the three tests."""
     need_root_and("docker")
+    tmp_path = tmp_path_factory.mktemp("cli")
     model = tiny_model(GQA_MODEL)
     seat = _seat(model)
     compose_argv, systemd_argv = _compose_argv(seat, tmp_path), _systemd_argv(seat, tmp_path)
-    assert compose_argv == systemd_argv, "both runtimes hand the engine the same command line"
+    # a flag 0.32 does not know and a parser it does not have: the same judge must refuse them
+    unknown_flag = compose_argv + ["--no-such-flag"]
+    (tmp_path / "bad").mkdir()
+    unknown_parser = _compose_argv(_seat(model, tool_call_parser="no_such_parser"), tmp_path / "bad")
+    verdicts, flags, parsers = _parse([compose_argv, unknown_flag, unknown_parser], "--flags", "--parsers")
+    return {"compose": compose_argv, "systemd": systemd_argv, "verdicts": verdicts, "flags": flags, "parsers": parsers}
+
+
+def test_every_rendered_flag_is_taken_by_the_real_vllm_serve_for_both_runtimes(judged):
+    compose_argv = judged["compose"]
+    assert compose_argv == judged["systemd"], "both runtimes hand the engine the same command line"
     for flag in ("--served-model-name", "--kv-cache-memory-bytes", "--max-num-seqs", "--enable-auto-tool-choice",
                  "--tool-call-parser", "--reasoning-parser", "--default-chat-template-kwargs",
                  "--override-generation-config", "--kv-cache-dtype", "--block-size", "--disable-log-stats"):
         assert flag in compose_argv, flag
     assert compose_argv[compose_argv.index("--served-model-name") + 3] == "it's $HOME"
-    # a flag 0.32 does not know and a parser it does not have: the same judge must refuse them
-    unknown_flag = compose_argv + ["--no-such-flag"]
-    (tmp_path / "bad").mkdir()
-    unknown_parser = _compose_argv(_seat(model, tool_call_parser="no_such_parser"), tmp_path / "bad")
-    verdicts = _parse([compose_argv, unknown_flag, unknown_parser])
+    verdicts = judged["verdicts"]
     assert verdicts[0] == {"ok": True}, verdicts[0]
     assert not verdicts[1]["ok"] and "--no-such-flag" in verdicts[1]["error"], verdicts[1]
     assert not verdicts[2]["ok"] and "no_such_parser" in verdicts[2]["error"], verdicts[2]
 
 
-def test_the_flags_read_from_0_32s_source_are_the_real_parsers():
+def test_the_flags_read_from_0_32s_source_are_the_real_parsers(judged):
     """The table the plan checks every release's flags with is read from source; for 0.32 the real
     parser is there to say it reads right: the same flags, but for the ``--no-`` form argparse adds
     to each switch and its own ``--help``."""
-    (live,) = _parse("--flags")
+    live = judged["flags"]
     table = release_flags("0.32.0")
     assert table <= set(live)
     assert {flag for flag in set(live) - table if not flag.startswith("--no-")} == {"-h", "--help"}
     assert all("--" + flag[5:] in table for flag in set(live) - table if flag.startswith("--no-"))
 
 
-def test_the_parser_names_read_from_0_32s_source_are_the_real_registries():
+def test_the_parser_names_read_from_0_32s_source_are_the_real_registries(judged):
     """The names the plan accepts for --tool-call-parser and --reasoning-parser on 0.32 are the
     ones its API server's registries hold."""
-    (live,) = _parse("--parsers")
-    for field, names in live.items():
+    for field, names in judged["parsers"].items():
         assert release_parsers("0.32.0", field) == set(names), field

@@ -10,7 +10,8 @@ Run by the real engine's own python (.build/real-vllm/venv):
 
 Prints one JSON object per command line: {"ok": true} or {"ok": false, "error": "..."}; with
 --flags, the JSON list of every option string the parser defines; with --parsers, the names
-each parser flag takes, as the API server's own registries hold them.
+each parser flag takes, as the API server's own registries hold them. Several requests in one
+run answer in their order (each run imports vLLM: several CPU-seconds).
 """
 
 import contextlib
@@ -56,16 +57,17 @@ def registered_parsers():
                                                ("reasoning_parser", ReasoningParserManager, "reasoning_parsers"))}
 
 
-def main(command_lines):
-    if command_lines == "--flags":
+def main(request):
+    if request == "--flags":
         print(json.dumps(sorted({flag for action in serve_parser()._actions for flag in action.option_strings})))
         return
-    if command_lines == "--parsers":
+    if request == "--parsers":
         print(json.dumps(registered_parsers()))
         return
-    for argv in json.loads(command_lines):
+    for argv in json.loads(request):
         print(json.dumps(parse(argv)), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    for each in sys.argv[1:]:
+        main(each)
