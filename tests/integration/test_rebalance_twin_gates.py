@@ -30,6 +30,10 @@ from support.wait import wait_for
 from twinlib.host import GPU_STATE
 
 pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
+# No test here changes twin2's seats: a window that passes on twin1 then runs an unchanged window
+# on twin2 (its gateway checks and load included). The windows whose tests say nothing of twin2
+# run on twin1 alone; those that say twin2 is untouched keep it in the run.
+ONLY_TWIN1 = ("-e", "target=twin1")
 DCGM_EXPORTER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "dcgm_exporter.py"
 
 
@@ -203,7 +207,7 @@ def test_a_gpu_short_of_memory_before_start_is_refused_and_rolled_back(twin_inve
     assert twin("gpu", "twin1", "--background", "1=%d" % (free_gpu1 - 1000)).returncode == 0
     try:
         hosts = fleet_with(tmp_path, alpha={"max_model_len": 40960})
-        proc = rebalance(hosts, twin_inventory, tmp_path / "report", "-e", "target=twin1",
+        proc = rebalance(hosts, twin_inventory, tmp_path / "report", *ONLY_TWIN1,
                          "-e", "seat_plan_cards_source=snapshot",
                          "-e", "seat_plan_cards_snapshot=%s" % snapshot, check=False)
     finally:
@@ -330,7 +334,8 @@ def failover_gateway(twin_inventory, tmp_path):
 def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_report_shows_it(
         twin_inventory, failover_gateway, tmp_path):
     # first the fleet as this test starts it: alpha alone changes in the window below
-    rebalance(fleet_with(tmp_path / "settle", alpha={"max_model_len": 16384}), twin_inventory, tmp_path / "settle-report")
+    rebalance(fleet_with(tmp_path / "settle", alpha={"max_model_len": 16384}), twin_inventory, tmp_path / "settle-report",
+              *ONLY_TWIN1)
     wait_healthy("twin1")
     assert report_of(tmp_path / "settle-report")["hosts"]["twin1"]["gateway_load"] == {}, "no load asked, none shown"
     assert "Through the gateway" not in (tmp_path / "settle-report" / "report.md").read_text()
@@ -341,7 +346,8 @@ def test_through_a_restart_a_route_with_a_fallback_loses_no_request_and_the_repo
                               "seat_rebalance_gateway_load_routes": ["alpha", "alpha-solo", "gamma"],
                               "seat_rebalance_gateway_load_interval": 0.1,
                               "seat_rebalance_gateway_config": str(tmp_path / "litellm.yaml")})]
-    proc = rebalance(fleet_with(tmp_path, alpha={"max_model_len": 12288}), twin_inventory, tmp_path / "report", *load)
+    proc = rebalance(fleet_with(tmp_path, alpha={"max_model_len": 12288}), twin_inventory, tmp_path / "report", *load,
+                     *ONLY_TWIN1)
     assert failover_gateway.master_key not in proc.stdout + proc.stderr
     section = report_of(tmp_path / "report")["hosts"]["twin1"]
     assert section["status"] == "applied"
@@ -408,7 +414,7 @@ def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(
         # the window: alpha now answers a token at a time, so a scrape sees its replies in flight
         window = tmp_path / "window"
         rebalance(fleet_with(tmp_path / "slow", alpha={"environment": {"FAKE_VLLM_STEP_DELAY_MS": "2"}}),
-                  twin_inventory, window, "-e", "target=twin1")
+                  twin_inventory, window, *ONLY_TWIN1)
         wait_healthy("twin1")
         finished = report_of(window)["hosts"]["twin1"]["finished"]
         wait_for(lambda: len(server.query(counted)) == 1, 60, "the restarted alpha scraped")
@@ -418,7 +424,7 @@ def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(
         at = counted_at(server, counted, len(usage))
         kept = tmp_path / "kept"
         kept.mkdir()
-        twin_fleet = ["-i", str(FLEET / "hosts.yml"), "-i", twin_inventory, "-e", "target=twin1"]
+        twin_fleet = ["-i", str(FLEET / "hosts.yml"), "-i", twin_inventory, *ONLY_TWIN1]
         calibrated = run_ansible(["ansible-playbook", *twin_fleet, "playbooks/calibrate.yml", "-e", json.dumps({
             "calibrate_prometheus_url": server.url, "calibrate_window": "1h", "calibrate_step": "1s", "calibrate_at": at,
             "calibrate_runaway_tokens": 2000, "calibrate_instance_host": address,
@@ -456,7 +462,7 @@ def test_calibration_and_the_watch_on_the_twin_are_what_the_next_plan_stands_on(
     # the next plan: alpha sized from its measured demand, the cards from the watch's snapshot
     plan_dir = tmp_path / "plan"
     next_plan = run_ansible(["ansible-playbook", "-i", str(fleet_with(tmp_path / "next", alpha={"kv_sizing": "demand"})),
-                             "-i", twin_inventory, "-e", "target=twin1", "playbooks/plan.yml", "-e", json.dumps({
+                             "-i", twin_inventory, *ONLY_TWIN1, "playbooks/plan.yml", "-e", json.dumps({
                                  "seat_plan_report_dir": str(plan_dir),
                                  "llmfleet_demand_snapshot": str(kept / "demand-twin1.json"),
                                  "llmfleet_plateau_snapshot": str(snapshot_path)})])
@@ -510,7 +516,7 @@ def test_a_window_repoints_the_gateway_and_keeps_its_limits_and_a_rollback_puts_
                 "seat_rebalance_gateway_routes": routes, "seat_rebalance_gateway_config": str(config),
                 "seat_rebalance_gateway_config_write": True, "seat_rebalance_gateway_restart": proxy.restart_argv})]
             proc = rebalance(fleet_with(tmp_path / name, alpha=alpha), twin_inventory, tmp_path / name / "report",
-                             *written, check=False)
+                             *written, *ONLY_TWIN1, check=False)
             assert key not in proc.stdout + proc.stderr
             assert (tmp_path / name / "report" / "report.json").exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
             return proc, report_of(tmp_path / name / "report")["hosts"]["twin1"]
@@ -591,7 +597,7 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
     from support.litellm import RestartableLiteLLM, litellm_bin  # the litellm venv is only built for this
 
     # the fleet as the module deployed it, whatever the test before this one left
-    rebalance(fleet_with(tmp_path / "settle"), twin_inventory, tmp_path / "settle" / "report")
+    rebalance(fleet_with(tmp_path / "settle"), twin_inventory, tmp_path / "settle" / "report", *ONLY_TWIN1)
     wait_healthy("twin1")
     address, key = address_of(twin_inventory), "sk-" + os.urandom(16).hex()
     config = tmp_path / "litellm.yaml"
@@ -610,7 +616,7 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
             "seat_rebalance_gateway_config_write": True, "seat_rebalance_gateway_restart": proxy.restart_argv,
             "seat_rebalance_gateway_load": True, "seat_rebalance_gateway_load_routes": ["alpha", "gamma", "char-rp"],
             "seat_rebalance_gateway_load_interval": 0.2})]
-        proc = rebalance(hosts, twin_inventory, tmp_path / name / "report", *asked, check=False)
+        proc = rebalance(hosts, twin_inventory, tmp_path / name / "report", *asked, *ONLY_TWIN1, check=False)
         out = proc.stdout + proc.stderr
         assert (tmp_path / name / "report" / "report.md").exists(), out[-4000:]
         assert key not in out + (tmp_path / name / "report" / "report.md").read_text(), "the key is never shown"

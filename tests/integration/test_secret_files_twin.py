@@ -15,6 +15,8 @@ from support.rollout import FLEET, fleet, fleet_with, rebalance, report_of, twin
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 TOKEN, KEY = "hf_modeTOKEN0123456789", "sk-seat-KEY-0123456789abcdef"
+# the secrets are alpha's, on twin1: twin2 would only run its own seats' windows
+ONLY_TWIN1 = ("-e", "target=twin1")
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +30,13 @@ def _on_twin1(path: str) -> Path:
 
 
 def test_a_secret_over_a_world_readable_env_leaves_it_and_its_backup_private(twin_inventory, tmp_path):
-    rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "baseline")
+    rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "baseline", *ONLY_TWIN1)
     env = _on_twin1("/srv/compose/alpha/.env")
     env.chmod(0o644)  # as a hand edit or another tool left it
     before = env.read_bytes()
 
     hosts = fleet_with(tmp_path, alpha={"secret_environment": {"HF_TOKEN": TOKEN}, "api_key": KEY})
-    proc = rebalance(hosts, twin_inventory, tmp_path / "report", "--diff", "-vvv")
+    proc = rebalance(hosts, twin_inventory, tmp_path / "report", "--diff", "-vvv", *ONLY_TWIN1)
     section = report_of(tmp_path / "report")["hosts"]["twin1"]
     assert section["status"] == "applied", section["status"]
 
