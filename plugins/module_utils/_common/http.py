@@ -119,8 +119,10 @@ class Client:
         self._prefix = parts.path.rstrip("/")
         self.api_key = api_key or None
         self.timeout = timeout
-        self._ssl = ssl.create_default_context()
-        if not validate_certs:
+        # only for https: loading the CA bundle takes tens of milliseconds a client, and a module
+        # run asks several seats, which speak plain http
+        self._ssl = ssl.create_default_context() if self._https else None
+        if self._https and not validate_certs:
             self._ssl.check_hostname = False
             self._ssl.verify_mode = ssl.CERT_NONE
 
