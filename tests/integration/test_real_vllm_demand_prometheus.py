@@ -23,6 +23,7 @@ MAX_MODEL_LEN = 2048
 ARGS = ["--served-model-name", "chat", "--max-model-len", str(MAX_MODEL_LEN), "--kv-cache-memory-bytes", "64M",
         "--gpu-memory-utilization", "0.1"]
 SHORT_TOKENS, RUNAWAYS, RUNAWAY_TOKENS = 8, 3, 1800
+MAX_RUNAWAY_ROUNDS = 3
 
 
 def _complete(url, words, max_tokens):
@@ -49,8 +50,15 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
         counted = 'vllm:request_prompt_tokens_count{model_name="chat"}'
         wait_for(lambda: len(server.query(counted)) == 1, 60, "Prometheus's first scrape of the engine")
         usage = [_complete(engine.url, words, SHORT_TOKENS) for words in (2, 9, 30, 70, 150, 400) * 2]
-        usage += side_by_side([lambda n=n: _complete(engine.url, 20 * (n + 1), RUNAWAY_TOKENS) for n in range(RUNAWAYS)])
-        at = counted_at(server, counted, len(usage))
+        # Prometheus must have scraped the runaways while they ran, or no window holds their peak: on a
+        # busy machine a round of them can end between two scrapes that answered, so another goes
+        for _round in range(MAX_RUNAWAY_ROUNDS):
+            usage += side_by_side([lambda n=n: _complete(engine.url, 20 * (n + 1), RUNAWAY_TOKENS)
+                                   for n in range(RUNAWAYS)])
+            at = counted_at(server, counted, len(usage))
+            if float(server.query("max_over_time(vllm:num_requests_running[1h])")[0]["value"][1]) >= 1:
+                break
+        runaways = len(usage) - 12
         rc, result = run_module("llmfleet.seats.seat_demand", {
             "prometheus_url": server.url, "seats": [{"name": "chat-seat", "model_name": "chat", "port": engine.port}],
             "instance_host": "127.0.0.1", "window": "1h", "step": "1s", "at": at, "runaway_tokens": 1500})
@@ -60,7 +68,7 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
         server.stop()
     assert rc == 0, result
     seat = result["seats"][0]
-    assert [u["completion_tokens"] for u in usage] == [SHORT_TOKENS] * 12 + [RUNAWAY_TOKENS] * RUNAWAYS
+    assert [u["completion_tokens"] for u in usage] == [SHORT_TOKENS] * 12 + [RUNAWAY_TOKENS] * runaways
     assert seat["metrics"] and seat["instance"] == target and seat["requests"] == len(usage), seat
     bounds = one_two_five(MAX_MODEL_LEN)
     for kind, field in (("prompt_tokens", "prompt_tokens"), ("generation_tokens", "completion_tokens")):
@@ -68,7 +76,7 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
         assert seat[kind] == {"p50": round(prometheus_quantile(0.5, bounds, values), 1),
                               "p99": round(prometheus_quantile(0.99, bounds, values), 1)}, (kind, values)
     # the largest bucket bound at or below 1,500 is 1,000: the three 1,800-token replies are past it
-    assert seat["runaways"] == {"longer_than": 1000, "replies": RUNAWAYS}
+    assert seat["runaways"] == {"longer_than": 1000, "replies": runaways}
     # the KV the engine ran with, from its own cache_config_info
     info = next(line for line in metrics.splitlines() if line.startswith("vllm:cache_config_info{"))
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info))
