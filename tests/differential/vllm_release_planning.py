@@ -955,6 +955,7 @@ _CACHES = {}
 
 
 def _lru_caches(modules):
+    """The functools caches defined in ``modules`` and on their classes."""
     found = []
     for module in modules:
         for value in list(vars(module).values()):

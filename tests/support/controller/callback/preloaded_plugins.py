@@ -4,9 +4,9 @@ before their workers fork.
 Ansible forks a worker per task and host. A worker that looks up one of the collection's
 filters loads every filter file of the collection (the lookup reads them in order until one
 names it), and a worker that runs an action or lookup plugin loads it: each import of their
-module_utils again, in every worker, as the parent never loaded them. Those imports were a fifth
-of a window's CPU on the controller, and most of a plan of many hosts (the inventory corpus:
-about 0.17 CPU-s a host). Loaded here, in the parent, every worker finds them already in
+module_utils again, in every worker, as the parent never loaded them. Those imports were about
+a sixth of a window's CPU on the controller, and most of a plan of many hosts (the inventory
+corpus: about 0.17 CPU-s a host). Loaded here, in the parent, every worker finds them already in
 sys.modules, where ansible's plugin loader looks first. What runs is the same code: only where
 it was imported changes. tests/conftest.py's ansible_env enables this for runs of the
 checkout's own collection.
@@ -34,14 +34,11 @@ PRELOADED = ("filter", "action", "lookup")
 
 
 def preload():
-    """Import every plugin of PRELOADED; returns their module names."""
-    names = []
+    """Import every plugin of PRELOADED."""
     for kind in PRELOADED:
         package = importlib.import_module("ansible_collections.llmfleet.seats.plugins." + kind)
         for found in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
             importlib.import_module(found.name)
-            names.append(found.name)
-    return names
 
 
 class CallbackModule(CallbackBase):
