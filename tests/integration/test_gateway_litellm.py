@@ -232,6 +232,44 @@ def test_every_check_passes_through_the_gateway(gateway):
     assert_no_key(proc, proxy.master_key)
 
 
+def _answers(url: str, key: str) -> tuple:
+    """What a proxy at ``url`` answers to its readiness, model list and a chat on gen-small."""
+    def ask(path, body=None):
+        request = urllib.request.Request(url + path, data=body and json.dumps(body).encode(),
+                                         headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+
+    _, readiness = ask("/health/readiness")
+    _, models = ask("/v1/models")
+    chat_status, chat = ask("/v1/chat/completions", {
+        "model": "gen-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+    return readiness, sorted(model["id"] for model in models["data"]), chat_status, sorted(chat), chat["model"]
+
+
+def test_a_launched_proxy_answers_as_the_command_started_one(gateway, tmp_path):
+    """The tests' proxies are forked by a launcher that did LiteLLM's imports once
+    (support/litellm_launcher.py). The `litellm` command, started as an operator starts it on
+    the same config, answers the same, and ends the same way."""
+    proxy = gateway["proxy"]
+    plain_url = "http://127.0.0.1:%d" % free_port()
+    with open(tmp_path / "plain.log", "w") as log:
+        plain = subprocess.Popen([str(gateway["litellm_bin"]), "--config", str(proxy.config_path), "--host",
+                                  "127.0.0.1", "--port", plain_url.rsplit(":", 1)[1]], stdout=log,
+                                 stderr=subprocess.STDOUT, env=dict(os.environ, **support_litellm.PROXY_ENV))
+    launched = LiteLLMProxy(gateway["litellm_bin"], proxy.config_path, proxy.master_key)
+    try:
+        wait_until(lambda: urllib.request.urlopen(plain_url + "/health/readiness", timeout=2),
+                   "the litellm command", plain, tmp_path / "plain.log")
+        answers = _answers(plain_url, proxy.master_key)
+        assert answers[1] and answers[2] == 200, answers
+        assert _answers(launched.url, proxy.master_key) == answers
+    finally:
+        stop(plain)
+        stop(launched.proc)
+    assert launched.proc.returncode == plain.returncode, (launched.proc.returncode, plain.returncode)
+
+
 def test_every_check_passes_directly_on_the_seat(gateway):
     routes = [{"model": "gen-small", "checks": ["chat", "stream", "tools"]},
               {"model": "gen-small", "checks": ["reasoning"],

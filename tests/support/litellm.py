@@ -6,16 +6,21 @@ scripts/bootstrap-litellm), on a free loopback port, started from a config file.
     stop(proxy.proc)
 
 RestartableLiteLLM is one a window may restart (its ``restart_argv``), as a service would be.
+Each proxy is the ``litellm`` command's own entry point, forked by the test run's launcher
+(litellm_launcher.py), which did the proxy's imports once.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,10 +28,14 @@ from pathlib import Path
 
 import pytest
 
-from support.litellm_restart import stopped
+from support.litellm_restart import ask, stopped
 from support.process import bootstrapped
 
 READY_TIMEOUT_S = 120
+LAUNCHER = Path(__file__).resolve().with_name("litellm_launcher.py")
+# what every proxy runs with: the model cost map shipped in the package, never one fetched, and
+# its output unbuffered, whole in its log when a test shows it
+PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
 
 
 def free_port() -> int:
@@ -65,6 +74,66 @@ def litellm_bin() -> Path:
     return bootstrapped("bootstrap-litellm", "the litellm tests need the pinned proxy", timeout=900)
 
 
+class Launcher:
+    """The test run's litellm_launcher.py, on the python of ``binary``'s venv, answering on a
+    socket in a private directory; started with the run's first proxy, it ends with the run."""
+
+    _running: dict = {}
+
+    @classmethod
+    def of(cls, binary: Path) -> "Launcher":
+        if binary not in cls._running or cls._running[binary].proc.poll() is not None:
+            cls._running[binary] = cls(binary)
+        return cls._running[binary]
+
+    def __init__(self, binary: Path):
+        self.work = Path(tempfile.mkdtemp(prefix="litellm-launcher-"))
+        self.socket, log = str(self.work / "socket"), self.work / "launcher.log"
+        with open(log, "w") as out:
+            # -P: not this folder first on its path, where litellm.py is this module
+            self.proc = subprocess.Popen([str(binary.parent / "python"), "-P", str(LAUNCHER), self.socket, str(os.getpid())],
+                                         stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **PROXY_ENV))
+        atexit.register(self.close)
+        wait_until(lambda: ask(self.socket, {"poll": 0}), "the LiteLLM launcher", self.proc, log)
+
+    def close(self) -> None:
+        stop(self.proc)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def start(self, argv: list, log: Path) -> "LaunchedProxy":
+        return LaunchedProxy(self, ask(self.socket, {"argv": argv, "log": str(log)})["pid"])
+
+    def returncode(self, pid: int):
+        return ask(self.socket, {"poll": pid})["returncode"]
+
+
+class LaunchedProxy:
+    """A proxy the launcher forked, answering what ``stop`` and ``wait_until`` ask of a Popen."""
+
+    def __init__(self, launcher: Launcher, pid: int):
+        self.launcher, self.pid, self.returncode = launcher, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self.launcher.returncode(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["litellm", str(self.pid)], timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 class _Proxy:
     """What a test asks of a running proxy at ``url`` with its ``master_key``."""
     url: str
@@ -90,11 +159,9 @@ class LiteLLMProxy(_Proxy):
         self.master_key = master_key
         self.url = "http://127.0.0.1:%d" % free_port()
         log = config_path.with_suffix(".log")
-        with open(log, "w") as out:
-            self.proc = subprocess.Popen(
-                [str(binary), "--config", str(config_path), "--host", "127.0.0.1",
-                 "--port", self.url.rsplit(":", 1)[1]], stdout=out, stderr=subprocess.STDOUT,
-                env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+        log.write_text("")
+        self.proc = Launcher.of(binary).start(
+            ["--config", str(config_path), "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1]], log)
         try:
             wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
                        "LiteLLM", self.proc, log)
@@ -117,16 +184,14 @@ class RestartableLiteLLM(_Proxy):
         self.log = config_path.with_suffix(".log")
         self.pidfile = config_path.with_suffix(".pid")
         state = config_path.with_suffix(".restart.json")
-        state.write_text(json.dumps({
-            "pidfile": str(self.pidfile), "log": str(self.log), "env": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-            "argv": [str(binary), "--config", str(config_path), "--host", "127.0.0.1",
-                     "--port", self.url.rsplit(":", 1)[1]]}))
+        launcher = Launcher.of(binary)
+        argv = ["--config", str(config_path), "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1]]
+        state.write_text(json.dumps({"pidfile": str(self.pidfile), "log": str(self.log), "argv": argv,
+                                     "launcher": launcher.socket}))
         self.restart_argv = [sys.executable, str(RESTART), str(state)]
-        with open(self.log, "w") as out:
-            proc = subprocess.Popen(json.loads(state.read_text())["argv"], stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+        self.log.write_text("")
+        proc = launcher.start(argv, self.log)
         self.pidfile.write_text(str(proc.pid))
-        self.first = proc   # this process's child until a restart replaces it: reaped here
         try:
             wait_until(lambda: urllib.request.urlopen(self.url + "/health/readiness", timeout=2),
                        "LiteLLM", proc, self.log)
@@ -146,7 +211,6 @@ class RestartableLiteLLM(_Proxy):
                 return
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                self.first.poll()
                 if stopped(self.pid):
                     return
                 time.sleep(0.1)

@@ -1,8 +1,9 @@
 """Restart a test's LiteLLM proxy as an operator's ``systemctl restart litellm`` would: stop the
-process its pid file names, start the same command again in its own session, record the new pid,
-and return at once (the window waits for the gateway to answer, as it would for a service).
+process its pid file names, start the same command again in its own session (through the test
+run's launcher, tests/support/litellm_launcher.py), record the new pid, and return at once (the
+window waits for the gateway to answer, as it would for a service).
 
-    python3 litellm_restart.py STATE.json     # {"pidfile", "argv", "log", "env"}
+    python3 litellm_restart.py STATE.json     # {"pidfile", "argv", "log", "launcher"}
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
+import socket
 import sys
 import time
 
@@ -28,6 +29,16 @@ def stopped(pid: int) -> bool:
         return True
 
 
+def ask(launcher: str, request: dict) -> dict:
+    """The launcher's answer to one request."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(launcher)
+        with connection.makefile("rwb") as stream:
+            stream.write(json.dumps(request).encode() + b"\n")
+            stream.flush()
+            return json.loads(stream.readline())
+
+
 def main(state_path: str) -> int:
     with open(state_path, encoding="utf-8") as handle:
         state = json.load(handle)
@@ -42,11 +53,9 @@ def main(state_path: str) -> int:
             os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, FileNotFoundError):
         pass
-    with open(state["log"], "a") as log:
-        proc = subprocess.Popen(state["argv"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(os.environ, **state["env"]))
+    pid = ask(state["launcher"], {"argv": state["argv"], "log": state["log"]})["pid"]
     with open(state["pidfile"], "w", encoding="ascii") as handle:
-        handle.write(str(proc.pid))
+        handle.write(str(pid))
     return 0
 
 
