@@ -20,7 +20,7 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log, reserved_matches
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import kv_budget
-from support.real_vllm import GQA_MODEL as GQA, HEAD16_MODEL, boot_engines, serve, stop_engine, tiny_model
+from support.real_vllm import GQA_MODEL as GQA, HEAD16_MODEL, boot_engines, serve, stop_engine, tiny_model, tiny_models
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
@@ -57,6 +57,7 @@ def _flags(max_model_len, budget, options):
 @pytest.fixture(scope="module")
 def booted(tmp_path_factory):
     """What each case's boot printed: every case booted once, one after another."""
+    tiny_models([spec for _, spec, *_ in CASES] + [HEAD16_MODEL])  # this module's models, made in one run
     return boot_engines([dict(id=case_id, model=str(tiny_model(spec)), max_model_len=max_model_len,
                               kv_cache_memory_bytes=budget, **options)
                          for case_id, spec, max_model_len, budget, options in CASES],

@@ -3,11 +3,11 @@ BPE tokenizer trained on a few KB of text, a chat template. Nothing is downloade
 
 Run by the real engine's own python (.build/real-vllm/venv, which has torch and transformers):
 
-    python make_tiny_model.py OUT_DIR '{"model_type": "llama", "num_key_value_heads": 1, ...}'
+    python make_tiny_model.py OUT_DIR '{"model_type": "llama", "num_key_value_heads": 1, ...}' [OUT_DIR JSON ...]
 
 The JSON holds config fields for transformers' config class of ``model_type``; the few that
 every tiny model shares have defaults here. Writes config.json, model.safetensors and the
-tokenizer files into OUT_DIR.
+tokenizer files into each OUT_DIR (several models in one run import torch once).
 """
 
 import json
@@ -59,4 +59,5 @@ def main(out_dir, spec_json):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    for at in range(1, len(sys.argv), 2):
+        main(*sys.argv[at:at + 2])

@@ -62,25 +62,34 @@ def real_vllm_python() -> Path:
 def tiny_model(spec: dict) -> Path:
     """The model of ``spec`` (config fields, see make_tiny_model.py), made once and kept under
     .build/real-vllm/models by the digest of the spec and the maker."""
-    digest = hashlib.sha256(MAKER.read_bytes() + json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    target = MODELS / ("%s-%s" % (spec["model_type"], digest))
-    if (target / "config.json").is_file():
-        return target
+    return tiny_models([spec])[0]
+
+
+def tiny_models(specs: list) -> list:
+    """The models of ``specs``, those not made yet made in one run of the maker."""
+    targets = [MODELS / ("%s-%s" % (spec["model_type"], hashlib.sha256(
+        MAKER.read_bytes() + json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16])) for spec in specs]
+    missing = {target: spec for target, spec in zip(targets, specs) if not (target / "config.json").is_file()}
+    if not missing:
+        return targets
     MODELS.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=MODELS, prefix=".making-"))
+    work = {target: Path(tempfile.mkdtemp(dir=MODELS, prefix=".making-")) for target in missing}
     try:
-        proc = subprocess.run([str(real_vllm_python()), str(MAKER), str(work), json.dumps(spec)],
+        proc = subprocess.run([str(real_vllm_python()), str(MAKER)]
+                              + [arg for target, spec in missing.items() for arg in (str(work[target]), json.dumps(spec))],
                               capture_output=True, text=True, timeout=600, check=False,
                               env=dict(os.environ, **ENGINE_ENV))
         if proc.returncode != 0:
-            pytest.fail("making the tiny model %s failed:\n%s" % (spec, proc.stderr[-3000:]))
-        try:
-            work.rename(target)
-        except OSError:  # another test made it first
-            pass
+            pytest.fail("making the tiny models %s failed:\n%s" % (list(missing.values()), proc.stderr[-3000:]))
+        for target, made in work.items():
+            try:
+                made.rename(target)
+            except OSError:  # another test made it first
+                pass
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
+        for made in work.values():
+            shutil.rmtree(made, ignore_errors=True)
+    return targets
 
 
 def real_engine_fleet(root: Path, **seat) -> Path:
