@@ -23,6 +23,8 @@ MAX_MODEL_LEN = 2048
 ARGS = ["--served-model-name", "chat", "--max-model-len", str(MAX_MODEL_LEN), "--kv-cache-memory-bytes", "64M",
         "--gpu-memory-utilization", "0.1"]
 SHORT_TOKENS, RUNAWAYS, RUNAWAY_TOKENS = 8, 3, 1800
+# the short requests' prompts, in words: each length twice
+SHORT_PROMPTS = (2, 9, 30, 70, 150, 400) * 2
 MAX_RUNAWAY_ROUNDS = 3
 
 
@@ -49,7 +51,7 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
     try:
         counted = 'vllm:request_prompt_tokens_count{model_name="chat"}'
         wait_for(lambda: len(server.query(counted)) == 1, 60, "Prometheus's first scrape of the engine")
-        usage = [_complete(engine.url, words, SHORT_TOKENS) for words in (2, 9, 30, 70, 150, 400) * 2]
+        usage = [_complete(engine.url, words, SHORT_TOKENS) for words in SHORT_PROMPTS]
         # Prometheus must have scraped the runaways while they ran, or no window holds their peak: on a
         # busy machine a round of them can end between two scrapes that answered, so another goes
         for _round in range(MAX_RUNAWAY_ROUNDS):
@@ -58,7 +60,7 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
             at = counted_at(server, counted, len(usage))
             if float(server.query("max_over_time(vllm:num_requests_running[1h])")[0]["value"][1]) >= 1:
                 break
-        runaways = len(usage) - 12
+        runaways = len(usage) - len(SHORT_PROMPTS)
         rc, result = run_module("llmfleet.seats.seat_demand", {
             "prometheus_url": server.url, "seats": [{"name": "chat-seat", "model_name": "chat", "port": engine.port}],
             "instance_host": "127.0.0.1", "window": "1h", "step": "1s", "at": at, "runaway_tokens": 1500})
@@ -68,7 +70,7 @@ def test_the_real_engines_demand_is_what_its_traffic_was(engine, tmp_path):
         server.stop()
     assert rc == 0, result
     seat = result["seats"][0]
-    assert [u["completion_tokens"] for u in usage] == [SHORT_TOKENS] * 12 + [RUNAWAY_TOKENS] * runaways
+    assert [u["completion_tokens"] for u in usage] == [SHORT_TOKENS] * len(SHORT_PROMPTS) + [RUNAWAY_TOKENS] * runaways
     assert seat["metrics"] and seat["instance"] == target and seat["requests"] == len(usage), seat
     bounds = one_two_five(MAX_MODEL_LEN)
     for kind, field in (("prompt_tokens", "prompt_tokens"), ("generation_tokens", "completion_tokens")):
