@@ -240,11 +240,11 @@ def _answers(url: str, key: str) -> tuple:
         with urllib.request.urlopen(request, timeout=30) as reply:
             return reply.status, json.loads(reply.read())
 
-    _, readiness = ask("/health/readiness")
-    _, models = ask("/v1/models")
+    readiness = ask("/health/readiness")
+    models = ask("/v1/models")[1]["data"]
     chat_status, chat = ask("/v1/chat/completions", {
         "model": "gen-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
-    return readiness, sorted(model["id"] for model in models["data"]), chat_status, sorted(chat), chat["model"]
+    return readiness, sorted(model["id"] for model in models), chat_status, sorted(chat), chat["model"]
 
 
 def test_a_launched_proxy_answers_as_the_command_started_one(gateway, tmp_path):

@@ -57,7 +57,7 @@ def _flags(max_model_len, budget, options):
 @pytest.fixture(scope="module")
 def booted(tmp_path_factory):
     """What each case's boot printed: every case booted once, one after another."""
-    tiny_models([spec for _, spec, *_ in CASES] + [HEAD16_MODEL])  # this module's models, made in one run
+    tiny_models([case[1] for case in CASES] + [HEAD16_MODEL])  # this module's models, made in one run
     return boot_engines([dict(id=case_id, model=str(tiny_model(spec)), max_model_len=max_model_len,
                               kv_cache_memory_bytes=budget, **options)
                          for case_id, spec, max_model_len, budget, options in CASES],

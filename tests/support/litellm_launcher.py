@@ -24,7 +24,7 @@ import socket
 import sys
 import traceback
 
-from litellm.proxy import proxy_cli, proxy_server  # noqa: F401  (imported here, once, for every proxy)
+from litellm.proxy import proxy_cli, proxy_server  # noqa: F401  # pylint: disable=unused-import  # imported once, for every proxy
 
 PR_SET_PDEATHSIG = 1
 ended = {}  # pid -> its exit status as subprocess reports one (-N: killed by signal N)
@@ -92,7 +92,7 @@ def main(path: str, parent: int) -> int:
     listener.bind(path)
     listener.listen()
     while True:
-        connection, _ = listener.accept()
+        connection = listener.accept()[0]
         with connection:
             answer(listener, connection)
 
