@@ -23,7 +23,7 @@ import yaml
 from conftest import REPO_ROOT, run_ansible
 from support.litellm import free_port, stop
 from support.prometheus import PrometheusServer, counted_at, side_by_side
-from support.rollout import (FLEET, HOSTS, OPERATOR, address_of, assert_rolled_back, fleet, fleet_with,
+from support.rollout import (FLEET, HOSTS, ONLY_TWIN1, OPERATOR, address_of, assert_rolled_back, fleet, fleet_with,
                              gates_failed, live, operator_account, rebalance, report_of, state,
                              states, twin, twin_pair, wait_healthy)
 from support.wait import wait_for
@@ -32,8 +32,7 @@ from twinlib.host import GPU_STATE
 pytestmark = [pytest.mark.twin, pytest.mark.gates, pytest.mark.slow]
 # No test here changes twin2's seats: a window that passes on twin1 then runs an unchanged window
 # on twin2 (its gateway checks and load included). The windows whose tests say nothing of twin2
-# run on twin1 alone; those that say twin2 is untouched keep it in the run.
-ONLY_TWIN1 = ("-e", "target=twin1")
+# run on twin1 alone (ONLY_TWIN1); those that say twin2 is untouched keep it in the run.
 DCGM_EXPORTER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "dcgm_exporter.py"
 
 

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from support.rollout import FLEET, fleet, fleet_with, rebalance, report_of, twin, twin_pair
+from support.rollout import FLEET, ONLY_TWIN1, fleet, fleet_with, rebalance, report_of, twin, twin_pair
 
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 TOKEN, KEY = "hf_modeTOKEN0123456789", "sk-seat-KEY-0123456789abcdef"
-# the secrets are alpha's, on twin1: twin2 would only run its own seats' windows
-ONLY_TWIN1 = ("-e", "target=twin1")
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +28,7 @@ def _on_twin1(path: str) -> Path:
 
 
 def test_a_secret_over_a_world_readable_env_leaves_it_and_its_backup_private(twin_inventory, tmp_path):
+    # the secrets are alpha's, on twin1: twin2's window would be its own seats' alone
     rebalance(FLEET / "hosts.yml", twin_inventory, tmp_path / "baseline", *ONLY_TWIN1)
     env = _on_twin1("/srv/compose/alpha/.env")
     env.chmod(0o644)  # as a hand edit or another tool left it

@@ -54,6 +54,8 @@ def run_proxy(listener: socket.socket, connection: socket.socket, request: dict)
         os.dup2(null, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
         sys.argv = ["litellm"] + request["argv"]
         proxy_cli.run_server.main(args=request["argv"], prog_name="litellm")
         code = 0

@@ -67,8 +67,9 @@ def tiny_model(spec: dict) -> Path:
 
 def tiny_models(specs: list) -> list:
     """The models of ``specs``, those not made yet made in one run of the maker."""
+    maker = MAKER.read_bytes()
     targets = [MODELS / ("%s-%s" % (spec["model_type"], hashlib.sha256(
-        MAKER.read_bytes() + json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16])) for spec in specs]
+        maker + json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16])) for spec in specs]
     missing = {target: spec for target, spec in zip(targets, specs) if not (target / "config.json").is_file()}
     if not missing:
         return targets

@@ -24,6 +24,8 @@ TWIN_DIR = REPO_ROOT / "tests" / "twin"
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
 PLAYBOOK = REPO_ROOT / "playbooks" / "rebalance.yml"
 HOSTS = ("twin1", "twin2")
+# the window on twin1 alone, for a test that says nothing of twin2
+ONLY_TWIN1 = ("-e", "target=twin1")
 
 
 def twin(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
