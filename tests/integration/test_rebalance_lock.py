@@ -4,6 +4,7 @@ holder, release only by the holder, forced takeover of a dead run's lock."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 
 from conftest import ansible_env, run_ansible, VENV_BIN, REPO_ROOT
@@ -80,3 +81,62 @@ def test_journal_survives_a_takeover(tmp_path):
     assert taken["held_by"]["journal"] == {"running_before": ["gen-small"]}, \
         "the dead run's journal comes back to adopt"
     assert json.loads(path.read_text())["journal"] == {}
+
+
+# Two windows of one play, as a ladder's rungs run them: the first takes over a dead run's lock,
+# then another controller's run takes the lock before the second starts.
+RUNGS = """
+- name: Two windows' locks in one play
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    seat_rebalance_lock_path: {path}
+    seat_rebalance_takeover_wait: 0
+  tasks:
+    - name: The first window finds the lock of a run that was cut short
+      ansible.builtin.include_role:
+        name: llmfleet.seats.seat_rebalance
+        tasks_from: lock.yml
+      vars:
+        seat_rebalance_run_id: rung-1
+        __seat_rebalance_actions: []
+    - name: It says which run it took over
+      ansible.builtin.debug:
+        msg: "{{{{ __seat_rebalance_actions }}}}"
+    - name: It ends and releases the lock
+      llmfleet.seats.rebalance_lock:
+        path: {path}
+        run_id: rung-1
+        state: released
+    - name: A run on another controller takes the lock
+      llmfleet.seats.rebalance_lock:
+        path: {path}
+        run_id: elsewhere
+        controller: {{host: another-controller, pid: 1}}
+    - name: The second window
+      ansible.builtin.include_role:
+        name: llmfleet.seats.seat_rebalance
+        tasks_from: lock.yml
+      vars:
+        seat_rebalance_run_id: rung-2
+        __seat_rebalance_actions: []
+"""
+
+
+def test_a_later_window_of_the_play_leaves_another_controllers_live_run_its_lock(tmp_path):
+    path = tmp_path / "rebalance.lock"
+    with open("/proc/sys/kernel/pid_max") as pid_max:
+        never_a_process = int(pid_max.read()) + 1
+    cut_short = run_ansible(["ansible", "localhost", "-c", "local", "-m", "llmfleet.seats.rebalance_lock", "-a",
+                             json.dumps({"path": str(path), "run_id": "cut-short",
+                                         "controller": {"host": socket.gethostname(), "pid": never_a_process}})])
+    assert cut_short.returncode == 0, cut_short.stdout
+    playbook = tmp_path / "rungs.yml"
+    playbook.write_text(RUNGS.format(path=path))
+    rungs = run_ansible(["ansible-playbook", "-i", "localhost,", str(playbook)])
+    assert "took over the lock of run cut-short" in rungs.stdout, rungs.stdout[-3000:]
+    assert rungs.returncode != 0
+    assert "another rebalance holds %s: run elsewhere from another-controller (pid 1)" % path in rungs.stdout, \
+        rungs.stdout[-3000:]
+    assert json.loads(path.read_text())["run_id"] == "elsewhere"
