@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from conftest import REPO_ROOT
+from twinlib.host import driver_request
 
 VLLM = REPO_ROOT / "tests" / "twin" / "seat" / "vllm"
 DRIVER = REPO_ROOT / "tests" / "twin" / "fakegpu" / "fakegpud.py"
@@ -46,10 +47,7 @@ class GpuDriver:
             time.sleep(0.02)
 
     def call(self, request: dict) -> dict:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.connect(self.socket)
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            return json.loads(sock.makefile("rb").readline())
+        return driver_request(self.socket, request)
 
     def processes(self, uuid: str) -> list:
         state = json.loads(self.state.read_text())

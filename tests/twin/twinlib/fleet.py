@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -437,10 +436,7 @@ def find_host(name: str) -> Host:
 
 def gpu_request(host: Host, request: dict) -> dict:
     """Send one request to the host's GPU driver, as a process on that host would."""
-    with socket.socket(socket.AF_UNIX) as conn:
-        conn.connect(host.path(hostlib.GPU_SOCKET))
-        conn.sendall(json.dumps(request).encode() + b"\n")
-        reply = json.loads(conn.makefile("r").readline())
+    reply = hostlib.driver_request(host.path(hostlib.GPU_SOCKET), request)
     if not reply.get("ok"):
         raise TwinError("GPU driver on %s refused %s: %s" % (host.name, request["op"],
                                                              reply.get("error")))

@@ -54,6 +54,14 @@ GPU_STATE = "/run/fakegpu/state.json"
 GPU_SOCKET = "/run/fakegpu/gpu.sock"
 
 
+def driver_request(socket_path: str, request: dict) -> dict:
+    """The simulated GPU driver's reply to one request (tests/twin/fakegpu: a JSON object a line)."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(socket_path)
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        return json.loads(conn.makefile("rb").readline())
+
+
 def bridge_up() -> None:
     if run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
         return
