@@ -29,6 +29,8 @@ import yaml
 from conftest import REPO_ROOT
 from support.litellm import free_port
 from support.process import bootstrapped
+from twinlib.fleet import REAL_VLLM_SITE_ON_HOST
+from twinlib.rootfs import REAL_VLLM_SITE
 
 MAKER = REPO_ROOT / "tests" / "realengine" / "make_tiny_model.py"
 BOOT_ENGINES = REPO_ROOT / "tests" / "realengine" / "boot_engines.py"
@@ -39,12 +41,14 @@ REAL_ENGINE_GPU = "GPU-7a1c0004-0000-4000-8000-000000000001"
 GQA_MODEL = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 1}
 # The same with heads of 16: it boots, and the CPU attention kernel kills the engine at its first request
 HEAD16_MODEL = dict(GQA_MODEL, head_dim=16)
-# Its seat on the real engine's image: the CPU build's arithmetic, its own startup flag, and an
-# overhead that covers what the engine's three processes hold (about 1.7 GiB)
+# Its seat on the real engine's image: the CPU build's arithmetic, its own startup flag, the engine
+# mounted from the host as the image expects it, and an overhead that covers what the engine's three
+# processes hold (about 1.7 GiB)
 REAL_ENGINE_SEAT = {
     "name": "tiny", "engine": "vllm", "vllm_platform": "cpu", "model": "/srv/models/tiny",
     "model_config": "models/tiny/config.json", "max_model_len": 2048, "kv_cache_memory_bytes": "64MiB",
-    "image": "llmfleet/vllm-cpu:v0.32.0", "port": 8301, "volumes": ["/srv/models:/srv/models:ro"],
+    "image": "llmfleet/vllm-cpu:v0.32.0", "port": 8301,
+    "volumes": ["/srv/models:/srv/models:ro", "%s:%s:ro" % (REAL_VLLM_SITE_ON_HOST, REAL_VLLM_SITE)],
     "extra_args": ["--enforce-eager"], "overhead_bytes": "3GiB", "gpu": 0}
 MODELS = REPO_ROOT / ".build" / "real-vllm" / "models"
 BOOT_TIMEOUT_S = 600

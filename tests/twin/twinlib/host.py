@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -130,7 +131,10 @@ class Host:
                    **kwargs)
 
     # -- making it --
-    def create(self, initial_gpu_state: dict, ssh_dir: Path, nvidia_smi: Path | None) -> None:
+    def create(self, initial_gpu_state: dict, ssh_dir: Path, nvidia_smi: Path | None,
+               shared: dict | None = None) -> None:
+        """Make the host; ``shared`` maps paths of this machine to where the host sees them,
+        read-only, below its /srv."""
         for sub in ("srv", "sbin", "docker", "etc-docker", "logs"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "gpus.json").write_text(json.dumps(initial_gpu_state, indent=1) + "\n")
@@ -145,7 +149,7 @@ class Host:
             (self.dir / "sbin" / "nvidia-smi").symlink_to(nvidia_smi)
         self._write_sshd_config(ssh_dir)
         self._network()
-        self._mounts()
+        self._mounts(shared or {})
 
     def _network(self) -> None:
         run(["ip", "netns", "add", self.netns])
@@ -156,7 +160,7 @@ class Host:
         run(["ip", "-n", self.netns, "link", "set", "eth0", "up"])
         run(["ip", "-n", self.netns, "link", "set", "lo", "up"])
 
-    def _mounts(self) -> None:
+    def _mounts(self, shared: dict) -> None:
         self.mntns.touch()
         self.utsns.touch()
         run(["unshare", "--mount=%s" % self.mntns, "--propagation", "private",
@@ -180,6 +184,12 @@ mount --bind {dir}/meminfo /proc/meminfo
 # machine's (a pyenv set up there would cost every Ansible task a dozen processes).
 if [ -f /root/.bashrc ]; then mount --bind {dir}/root-bashrc /root/.bashrc; fi
 """.format(dir=self.dir, cache=LD_CACHE)
+        for source, target in shared.items():
+            if not target.startswith("/srv/"):
+                raise TwinError("a path shared with host %s must be below its /srv, not %s" % (self.name, target))
+            (self.dir / target[1:]).mkdir(parents=True, exist_ok=True)
+            script += "mount --bind {source} {target}\nmount -o remount,bind,ro {target}\n".format(
+                source=shlex.quote(source), target=shlex.quote(target))
         (self.dir / "root-bashrc").write_text(
             "# Written by tests/twin/twin: root's ~/.bashrc on host %s.\n" % self.name)
         run(["nsenter", "--mount=%s" % self.mntns, "--", "sh", "-c", script])

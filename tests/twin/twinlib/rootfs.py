@@ -202,14 +202,14 @@ def build_rootfs(seat_dir: Path, cache_dir: Path, programs: list) -> Path:
 
 
 # The real vLLM (its CPU build, scripts/bootstrap-real-vllm) in a seat image: the stand-ins' root
-# filesystem, the engine's site-packages where its PYTHONPATH points, and the system libraries
-# its extension modules link to. Debian's Python 3.11 runs the wheels built for the venv's 3.11.
+# filesystem and the system libraries the engine's extension modules link to. The engine itself
+# (2.4 GB of site-packages) is not copied in: the seat mounts it read-only at REAL_VLLM_SITE, where
+# its PYTHONPATH points, from the host (fleet.py shares the checkout's venv with it), with the
+# bytecode pip compiled against the files' own times, so the engine compiles nothing at a boot.
+# Debian's Python 3.11 runs the wheels built for the venv's 3.11.
 REAL_VLLM_SITE = "/opt/real-vllm/site-packages"
 # vLLM's CPU executor asks lscpu for the cores and NUMA nodes to bind its threads to.
 ENGINE_BINARIES = ("/usr/bin/lscpu",)
-# Triton is a GPU compiler (a third of the install): the CPU build runs without it, and an empty
-# directory of its name would import as a package without its modules.
-_SKIPPED_IN_SITE = re.compile(r"\A%s/triton(/|-|\Z)" % re.escape(REAL_VLLM_SITE.lstrip("/")))
 
 
 def build_engine_rootfs(base: Path, site_packages: Path, cache_dir: Path) -> Path:
@@ -236,16 +236,7 @@ def build_engine_rootfs(base: Path, site_packages: Path, cache_dir: Path) -> Pat
         archive.names.update("/" + member.name.rstrip("/") for member in tar.getmembers())
         for path in sorted(libraries) + list(ENGINE_BINARIES):
             archive.host_path(path)
-
-        def owned_by_root(info):
-            # with its own mtime and its bytecode, which pip compiled against that mtime: the
-            # engine's processes compile nothing at a boot (its API server alone would spend
-            # 9 CPU-seconds on it), as a container's fresh layer otherwise makes them do at each boot
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            return None if _SKIPPED_IN_SITE.match(info.name) else info
-        archive.directory(os.path.dirname(REAL_VLLM_SITE))
-        tar.add(str(site_packages), arcname=REAL_VLLM_SITE.lstrip("/"), filter=owned_by_root)
+        archive.directory(REAL_VLLM_SITE)
     partial.rename(out)
     for stale in cache_dir.glob("real-vllm-rootfs-*.tar"):
         if stale != out:
