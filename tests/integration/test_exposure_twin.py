@@ -1,9 +1,9 @@
-"""A seat's exposure on the fleet twin, in both runtimes: a window rebalances a host with one
-tenant published on the host alone (127.0.0.1) and joined to the gateway's external network, and
-another published on the host's own address; docker, the host's listening sockets and a client
-on each side say each seat is reachable where the inventory said and nowhere else, and the gates
-asked each one there. The seats are the fleet's ASR tenant (fixed seats: what is under test is the
-runtime's files and docker, not an engine); compose runs them on twin1, systemd on twin2.
+"""A seat's exposure on the fleet twin, in both runtimes: one window rebalances each host with
+one tenant published on the host alone (127.0.0.1) and joined to the gateway's external network,
+and another published on the host's own address; docker, the host's listening sockets and a
+client on each side say each seat is reachable where the inventory said and nowhere else, and the
+gates asked each one there. The seats are the fleet's ASR tenant (fixed seats: what is under test
+is the runtime's files and docker, not an engine); compose runs them on twin1, systemd on twin2.
 """
 
 from __future__ import annotations
@@ -26,20 +26,23 @@ pytestmark = [pytest.mark.twin, pytest.mark.slow]
 LOCAL_PORT, HOST_PORT = 8191, 8192
 
 
-def _fleet(root, host, address, runtime):
-    """The twin-pair fleet with ``host`` running two tenants of ``runtime``: ``local`` on
-    127.0.0.1 and the gateway's network, ``lan`` on the host's own ``address``."""
+def _fleet(root, seats):
+    """The twin-pair fleet with each host of ``seats`` (host: (address, runtime)) running two
+    tenants of its runtime: ``local`` on 127.0.0.1 and the gateway's network, ``lan`` on the
+    host's own address."""
     copy = root / "fleet"
     shutil.copytree(FLEET, copy)
     asr = next(seat for seat in yaml.safe_load((copy / "host_vars" / "twin1.yml").read_text())["llmfleet_seats"]
                if seat["name"] == "asr")
-    path = copy / "host_vars" / ("%s.yml" % host)
-    data = yaml.safe_load(path.read_text())
-    data["llmfleet_seats"] = [
-        dict(asr, name="local", port=LOCAL_PORT, bind_address="127.0.0.1", networks=["gateway"], runtime=runtime, gpu=0),
-        dict(asr, name="lan", port=HOST_PORT, bind_address=address, runtime=runtime, gpu=1),
-    ]
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    for host, (address, runtime) in seats.items():
+        path = copy / "host_vars" / ("%s.yml" % host)
+        data = yaml.safe_load(path.read_text())
+        data["llmfleet_seats"] = [
+            dict(asr, name="local", port=LOCAL_PORT, bind_address="127.0.0.1", networks=["gateway"], runtime=runtime,
+                 gpu=0),
+            dict(asr, name="lan", port=HOST_PORT, bind_address=address, runtime=runtime, gpu=1),
+        ]
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
     return copy / "hosts.yml"
 
 
@@ -70,39 +73,48 @@ def _answers(address, port):
 
 
 # compose on twin1; systemd on twin2, booted with systemd (its units run docker run)
-RUNS = {"compose": ("twin1", {}), "systemd": ("twin2", {"kind": "systemd"})}
+RUNS = {"compose": "twin1", "systemd": "twin2"}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """The pair up once, each host rebalanced to its runtime's two tenants in one window."""
+    if not root_tarball().exists():
+        pytest.fail("no systemd host root: run scripts/install-system-deps (tests/twin/twin build-root)")
+    root = tmp_path_factory.mktemp("exposure")
+    spec = json.loads((FLEET / "spec.json").read_text())
+    for host in spec["hosts"]:
+        if host["name"] == RUNS["systemd"]:
+            host["kind"] = "systemd"
+    (root / "spec.json").write_text(json.dumps(spec))
+    with twin_pair(root / "spec.json") as twin_inventory:
+        hosts = {runtime: fleet.find_host(name) for runtime, name in RUNS.items()}
+        for host in hosts.values():
+            made = host.docker(["network", "create", "gateway"])
+            assert made.returncode == 0, made.stderr
+        fleet_hosts = _fleet(root, {host.name: (host.address, runtime) for runtime, host in hosts.items()})
+        dry = rebalance(fleet_hosts, twin_inventory, root / "dry", "--check", "--diff")
+        rebalance(fleet_hosts, twin_inventory, root / "applied")
+        yield {"hosts": hosts, "dry": dry, "report": report_of(root / "applied"),
+               "plan": (root / "dry" / "report.md").read_text()}
 
 
 @pytest.fixture(scope="module", params=sorted(RUNS))
-def window(request, tmp_path_factory):
+def window(request, pair):
+    """What one host of the window shows: its runtime's seats as docker, its sockets and a client
+    on either side see them."""
     runtime = request.param
-    name, kind = RUNS[runtime]
-    if kind and not root_tarball().exists():
-        pytest.fail("no systemd host root: run scripts/install-system-deps (tests/twin/twin build-root)")
-    root = tmp_path_factory.mktemp("exposure-%s" % runtime)
-    spec = json.loads((FLEET / "spec.json").read_text())
-    for host in spec["hosts"]:
-        if host["name"] == name:
-            host.update(kind)
-    (root / "spec.json").write_text(json.dumps(spec))
-    with twin_pair(root / "spec.json") as twin_inventory:
-        host = fleet.find_host(name)
-        made = host.docker(["network", "create", "gateway"])
-        assert made.returncode == 0, made.stderr
-        hosts = _fleet(root, name, host.address, runtime)
-        dry = rebalance(hosts, twin_inventory, root / "dry", "--check", "--diff", "-e", "target=%s" % name)
-        rebalance(hosts, twin_inventory, root / "applied", "-e", "target=%s" % name)
-        local, lan = _inspect(host, "local"), _inspect(host, "lan")
-        yield {
-            "runtime": runtime, "host": name, "dry": dry, "report": report_of(root / "applied"),
-            "local": local, "lan": lan, "plan": (root / "dry" / "report.md").read_text(),
-            "listening": {port: _listening(host, port) for port in (LOCAL_PORT, HOST_PORT)},
-            "inside": _in_host(host, ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
-                                      "'http://127.0.0.1:%d/health', timeout=5).status)" % LOCAL_PORT]).strip(),
-            "outside": {"local": _answers(host.address, LOCAL_PORT), "lan": _answers(host.address, HOST_PORT)},
-            "networks": host.docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split(),
-            "address": host.address,
-        }
+    host = pair["hosts"][runtime]
+    return {
+        "runtime": runtime, "host": host.name, "dry": pair["dry"], "report": pair["report"],
+        "local": _inspect(host, "local"), "lan": _inspect(host, "lan"), "plan": pair["plan"],
+        "listening": {port: _listening(host, port) for port in (LOCAL_PORT, HOST_PORT)},
+        "inside": _in_host(host, ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                                  "'http://127.0.0.1:%d/health', timeout=5).status)" % LOCAL_PORT]).strip(),
+        "outside": {"local": _answers(host.address, LOCAL_PORT), "lan": _answers(host.address, HOST_PORT)},
+        "networks": host.docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split(),
+        "address": host.address,
+    }
 
 
 def test_the_dry_run_shows_each_seats_exposure(window):
