@@ -131,7 +131,7 @@ def test_each_host_has_its_own_srv_and_docker(twin_up):
     roots = {h: info["DockerRootDir"] for h, info in engines.items()}
     assert {h: info["Name"] for h, info in engines.items()} == {h: h for h in engines}
     assert len({info["ID"] for info in engines.values()}) == 3
-    assert roots == {h: str(hostlib.STATE_DIR / "hosts" / h / "docker") for h in roots}
+    assert roots == {h: str(hostlib.IMAGES_DIR / h / "docker") for h in roots}
     assert ansible(inventory, "twin1", "stat", {"path": "/run/docker.sock"})["twin1"]["stat"]["exists"]
     assert not Path("/run/docker.sock").exists(), "a twin host's docker.sock leaked onto the machine"
 
@@ -341,6 +341,32 @@ def test_down_leaves_nothing_behind(twin_up):
                                  text=True, check=True)
     assert hostlib.SUBNET + "." not in connections.stdout
     assert twin("status").stdout.strip() == "no twin is up"
+
+
+def test_a_host_keeps_its_images_from_an_orderly_down_and_not_from_a_dead_dockerd():
+    """What `up` imports into each host's dockerd is kept by `down` for the next `up` (each
+    import costs CPU the suite spends forty times); a store whose dockerd died before `down`
+    could empty it (containers it would start again) is not reused."""
+    need_root_and("dockerd", "docker", "/usr/sbin/sshd", "ip", "nsenter")
+    store = hostlib.IMAGES_DIR / "twin1"
+
+    def up_image_ids():
+        proc = twin("up", "--hosts", "1")
+        assert proc.returncode == 0, proc.stderr
+        assert not (store / hostlib.CLEAN_MARK).exists(), "the store is in use, not left clean"
+        return fleet.find_host("twin1").image_ids(["vllm/vllm-openai:v0.33.0"])
+
+    try:
+        first = up_image_ids()
+        assert twin("down").returncode == 0
+        assert (store / hostlib.CLEAN_MARK).exists()
+        assert up_image_ids() == first, "imported again"
+        os.kill(fleet.load_record()["hosts"][0]["pids"]["dockerd"], 9)
+        assert twin("down").returncode == 0
+        assert not (store / hostlib.CLEAN_MARK).exists()
+        assert up_image_ids() != first, "a store left by a dead dockerd was reused"
+    finally:
+        twin("down")
 
 
 def test_a_record_that_outlived_its_twin_is_cleared_not_obeyed(tmp_path):

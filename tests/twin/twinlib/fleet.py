@@ -245,13 +245,16 @@ def _build(fleet: dict, owner: dict | None) -> None:
 
     def finish(host: Host) -> None:
         host.wait_ready()
+        wanted = {}
         for tag, kind in fleet["images"].items():
             env = dict(IMAGE_ENV, **_release_env(tag, kind))
             env.update(KIND_ENV.get(kind, {}))
             env.update(fleet.get("image_env", {}).get(tag, {}))
-            host.import_image(tarballs[kind], tag, ENTRYPOINTS[kind], env)
+            wanted[tag] = (tarballs[kind], ENTRYPOINTS[kind], env)
+        systemd_image = sysroot.IMAGE % sysroot.recipe_digest() if host.kind == "systemd" else None
+        host.import_images(wanted, kept=(systemd_image,) if systemd_image else ())
         if host.kind == "systemd":
-            host.boot_systemd(systemd_root, sysroot.IMAGE % sysroot.recipe_digest(), _systemd_mounts())
+            host.boot_systemd(systemd_root, systemd_image, _systemd_mounts())
             host.wait_systemd()
 
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -34,6 +34,11 @@ def _instance() -> int:
 
 INSTANCE = _instance()
 STATE_DIR = Path("/var/lib/llmfleet-twin" + ("-%d" % INSTANCE if INSTANCE else ""))
+# Each host's dockerd keeps its images here between one `up` and the next (Host.images_dir): an
+# import costs about 1.7 CPU-s, and the suite brings hosts up some forty times.
+IMAGES_DIR = Path(str(STATE_DIR) + "-images")
+# written by a `down` that left a host's image store with no container, network or volume in it
+CLEAN_MARK = "clean-after-down"
 NS_DIR = STATE_DIR / "ns"
 DRIVER_DIR = STATE_DIR / "driver"
 LD_CACHE = DRIVER_DIR / "ld.so.cache"
@@ -106,6 +111,8 @@ class Host:
         self.netns = NETNS_PREFIX + name
         self.veth = "%s%d" % (VETH_PREFIX, index)
         self.dir = STATE_DIR / "hosts" / name
+        self.images_dir = IMAGES_DIR / name
+        self.left_clean = False
         self.mntns = NS_DIR / (name + ".mnt")
         self.utsns = NS_DIR / (name + ".uts")
         self.pids = dict(pids or {})
@@ -135,8 +142,9 @@ class Host:
                shared: dict | None = None) -> None:
         """Make the host; ``shared`` maps paths of this machine to where the host sees them,
         read-only, below its /srv."""
-        for sub in ("srv", "sbin", "docker", "etc-docker", "logs"):
+        for sub in ("srv", "sbin", "etc-docker", "logs"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self._keep_images()
         (self.dir / "gpus.json").write_text(json.dumps(initial_gpu_state, indent=1) + "\n")
         # the host's own RAM figures; the driver keeps them (a bind mount needs the file first)
         (self.dir / "meminfo").touch()
@@ -150,6 +158,16 @@ class Host:
         self._write_sshd_config(ssh_dir)
         self._network()
         self._mounts(shared or {})
+
+    def _keep_images(self) -> None:
+        """The host's dockerd gets the images an orderly `down` left it; a store that was not
+        left so (a run killed with containers in it, which dockerd would start again) goes."""
+        mark = self.images_dir / CLEAN_MARK
+        if self.images_dir.exists() and not mark.exists():
+            shutil.rmtree(self.images_dir)
+        (self.images_dir / "docker").mkdir(parents=True, exist_ok=True)
+        if mark.exists():
+            mark.unlink()
 
     def _network(self) -> None:
         run(["ip", "netns", "add", self.netns])
@@ -233,7 +251,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                                  "--initial", str(self.dir / "gpus.json"),
                                  "--state", GPU_STATE, "--socket", GPU_SOCKET,
                                  "--meminfo", str(self.dir / "meminfo")])
-        self._spawn("dockerd", ["dockerd", "--data-root", str(self.dir / "docker"),
+        self._spawn("dockerd", ["dockerd", "--data-root", str(self.images_dir / "docker"),
                                 "--storage-driver=overlay2", "--iptables=false",
                                 "--ip6tables=false"])
         if self.kind == "plain":
@@ -300,12 +318,31 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         except OSError:
             return False
 
-    def import_image(self, tarball: Path, tag: str, entrypoint: list, env: dict) -> None:
-        changes = ["--change", "ENTRYPOINT %s" % json.dumps(entrypoint),
-                   "--change", "WORKDIR /vllm-workspace"]
-        for key, value in env.items():
-            changes += ["--change", "ENV %s=%s" % (key, value)]
-        self.docker(["import"] + changes + [str(tarball), tag], timeout=900)
+    def import_images(self, wanted: dict, kept: tuple = ()) -> None:
+        """Make the host's images ``wanted`` (tag: (tarball, entrypoint, env)), importing only
+        those its store does not hold as made from the same tarball and settings; remove
+        every other image but the tags in ``kept``."""
+        record = self.images_dir / "images.json"
+        try:
+            made = json.loads(record.read_text())
+        except (OSError, ValueError):
+            made = {}
+        for tag, (tarball, entrypoint, env) in wanted.items():
+            source = json.dumps([tarball.name, entrypoint, env], sort_keys=True)
+            if made.get(tag, {}).get("source") == source and self.docker(
+                    ["image", "inspect", "--format", "{{.Id}}", tag], check=False, timeout=60).stdout.strip() == made[tag]["id"]:
+                continue
+            changes = ["--change", "ENTRYPOINT %s" % json.dumps(entrypoint),
+                       "--change", "WORKDIR /vllm-workspace"]
+            for key, value in env.items():
+                changes += ["--change", "ENV %s=%s" % (key, value)]
+            self.docker(["import"] + changes + [str(tarball), tag], timeout=900)
+            made[tag] = {"source": source, "id": self.image_ids([tag])[tag]}
+        listed = self.docker(["images", "--format", "{{.Repository}}:{{.Tag}}"], timeout=60).stdout.split()
+        others = [tag for tag in listed if tag not in wanted and tag not in kept and "<none>" not in tag]
+        if others:
+            self.docker(["rmi", "--force"] + others, timeout=300)
+        record.write_text(json.dumps({tag: made[tag] for tag in wanted}, indent=1) + "\n")
 
     # -- looking at it --
     def image_ids(self, tags: list) -> dict:
@@ -332,6 +369,12 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             ids = self.docker(["ps", "-aq"], check=False, timeout=30).stdout.split()
             if ids:
                 self.docker(["rm", "-f"] + ids, check=False, timeout=120)
+            # its images are kept only with what a fresh dockerd holds besides them: no container,
+            # network, volume or untagged image of the tests
+            self.left_clean = all(self.docker(args, check=False, timeout=120).returncode == 0 for args in (
+                ["network", "prune", "--force"], ["volume", "prune", "--force"],
+                ["image", "prune", "--force"])) and not self.docker(
+                ["ps", "-aq"], check=False, timeout=30).stdout.split()
         mnt = ns_inode(str(self.mntns)) if is_mounted(self.mntns) else None
         terminate(pids_in_namespaces(mnt, ns_inode("/run/netns/" + self.netns)), grace=10)
 
@@ -349,3 +392,5 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             run(["ip", "netns", "del", self.netns])
         if self.dir.exists():
             shutil.rmtree(self.dir)
+        if self.left_clean:
+            (self.images_dir / CLEAN_MARK).touch()
