@@ -3,8 +3,9 @@ applied and gated by the collection as an operator runs it, with the engine itse
 KV line the plan predicted, serving the models, answering the long-request probe at 0.98 x
 max_model_len, and a completion and a stream through the real LiteLLM in front of it; a second
 run changes nothing, and calibrate.yml reads the seat's known traffic back from a real Prometheus
-scraping it. Then two real failures, each gated and rolled back to the seat and files as
-they were: a KV budget the engine cannot get, and an engine that dies at its first request. The
+scraping it. Then two real failures, each gated and rolled back to the seats and files as
+they were: a KV budget the engine cannot get (the running seat's restart), and a seat added
+beside it whose engine dies at its first request (the running seat untouched). The
 GPU stays simulated: the engine's resident memory is what the card holds
 (tests/twin/seat/real-vllm), so the card gates judge what the seat really takes.
 """
@@ -158,19 +159,24 @@ def test_a_window_of_the_real_engine_is_planned_applied_gated_and_idempotent(tmp
         wait_healthy("twin1")
         assert_rolled_back(before)
 
-        # A model whose heads the CPU kernel does not compute: it boots and its engine dies at the
-        # first request. The plan says so; the window's long-request probe finds it and rolls back.
+        # A seat added beside it, of a model whose heads the CPU kernel does not compute: it boots
+        # and its engine dies at the first request. The plan says so; the window's long-request
+        # probe finds it and the rollback removes it, leaving the running seat as it ran.
         before = state("twin1")
-        real_engine_fleet(hosts.parent, model="/srv/models/tiny-head16", model_config="models/tiny-head16/config.json",
-                          kv_cache_memory_bytes="16MiB")
+        real_engine_fleet(hosts.parent, added=[{
+            "name": "tiny16", "port": 8302, "model": "/srv/models/tiny-head16",
+            "model_config": "models/tiny-head16/config.json", "kv_cache_memory_bytes": "16MiB"}])
         dies = rebalance(hosts, twin_inventory, tmp_path / "dies", "-e", "seat_rebalance_runtime_probe=true",
                          check=False)
         assert dies.returncode != 0
         report = report_of(tmp_path / "dies")
         section = report["hosts"]["twin1"]
-        assert "tiny boots but dies at its first request" in (tmp_path / "dies" / "twin1-plan.md").read_text()
+        assert "tiny16 boots but dies at its first request" in (tmp_path / "dies" / "twin1-plan.md").read_text()
         assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
-        probe = _gates(report)[("tiny", "runtime_probe")]
+        probe = _gates(report)[("tiny16", "runtime_probe")]
         assert not probe["ok"] and "Unsupported CPU attention configuration: head_dim=16" in probe["detail"], probe
         wait_healthy("twin1")
         assert_rolled_back(before)
+        assert state("twin1")["containers"]["vllm-tiny"][0] == before["containers"]["vllm-tiny"][0], \
+            "the running seat ran on, not recreated"
+        assert "vllm-tiny16" not in state("twin1")["containers"]

@@ -97,9 +97,10 @@ def tiny_models(specs: list) -> list:
     return targets
 
 
-def real_engine_fleet(root: Path, **seat) -> Path:
+def real_engine_fleet(root: Path, added: tuple = (), **seat) -> Path:
     """The real-engine fleet at ``root`` (copied with the tiny model the first time), its seat with
-    ``seat``'s fields changed; returns its hosts.yml."""
+    ``seat``'s fields changed and a seat more for each of ``added`` (the fields that differ from
+    it); returns its hosts.yml."""
     if not root.exists():
         shutil.copytree(REAL_ENGINE_FLEET, root)
         shutil.copytree(tiny_model(GQA_MODEL), root / "models" / "tiny")
@@ -108,7 +109,8 @@ def real_engine_fleet(root: Path, **seat) -> Path:
     (root / "host_vars" / "twin1.yml").write_text(yaml.safe_dump({
         "llmfleet_gpus": [{"index": 0, "uuid": REAL_ENGINE_GPU, "name": "NVIDIA H100 80GB HBM3",
                            "memory_total_mib": 81559}],
-        "llmfleet_seats": [dict(REAL_ENGINE_SEAT, **seat)]}, sort_keys=False))
+        "llmfleet_seats": [dict(REAL_ENGINE_SEAT, **seat)] + [dict(REAL_ENGINE_SEAT, **more) for more in added]},
+        sort_keys=False))
     return root / "hosts.yml"
 
 
