@@ -97,7 +97,7 @@ def tiny_models(specs: list) -> list:
     return targets
 
 
-def real_engine_fleet(root: Path, added: tuple = (), **seat) -> Path:
+def real_engine_fleet(root: Path, added: tuple | list = (), **seat) -> Path:
     """The real-engine fleet at ``root`` (copied with the tiny model the first time), its seat with
     ``seat``'s fields changed and a seat more for each of ``added`` (the fields that differ from
     it); returns its hosts.yml."""

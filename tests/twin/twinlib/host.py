@@ -37,7 +37,8 @@ STATE_DIR = Path("/var/lib/llmfleet-twin" + ("-%d" % INSTANCE if INSTANCE else "
 # Each host's dockerd keeps its images here between one `up` and the next (Host.images_dir): an
 # import costs about 1.7 CPU-s, and the suite brings hosts up some forty times.
 IMAGES_DIR = Path(str(STATE_DIR) + "-images")
-# written by a `down` that left a host's image store with no container, network or volume in it
+# written by a `down` that left a host's image store with no container, network, volume or
+# untagged image in it
 CLEAN_MARK = "clean-after-down"
 NS_DIR = STATE_DIR / "ns"
 DRIVER_DIR = STATE_DIR / "driver"
@@ -327,10 +328,13 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             made = json.loads(record.read_text())
         except (OSError, ValueError):
             made = {}
+        if not isinstance(made, dict):
+            made = {}
+        listed = dict(line.split() for line in self.docker(
+            ["images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"], timeout=60).stdout.splitlines())
         for tag, (tarball, entrypoint, env) in wanted.items():
             source = json.dumps([tarball.name, entrypoint, env], sort_keys=True)
-            if made.get(tag, {}).get("source") == source and self.docker(
-                    ["image", "inspect", "--format", "{{.Id}}", tag], check=False, timeout=60).stdout.strip() == made[tag]["id"]:
+            if made.get(tag) == {"source": source, "id": listed.get(tag)}:
                 continue
             changes = ["--change", "ENTRYPOINT %s" % json.dumps(entrypoint),
                        "--change", "WORKDIR /vllm-workspace"]
@@ -338,7 +342,6 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                 changes += ["--change", "ENV %s=%s" % (key, value)]
             self.docker(["import"] + changes + [str(tarball), tag], timeout=900)
             made[tag] = {"source": source, "id": self.image_ids([tag])[tag]}
-        listed = self.docker(["images", "--format", "{{.Repository}}:{{.Tag}}"], timeout=60).stdout.split()
         others = [tag for tag in listed if tag not in wanted and tag not in kept and "<none>" not in tag]
         if others:
             self.docker(["rmi", "--force"] + others, timeout=300)
