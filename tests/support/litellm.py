@@ -70,7 +70,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def litellm_bin() -> Path:
-    """The pinned proxy; scripts/bootstrap-litellm builds it once (~55 s) and is instant after."""
+    """The pinned proxy; scripts/bootstrap-litellm builds it once (~10 s) and is instant after."""
     return bootstrapped("bootstrap-litellm", "the litellm tests need the pinned proxy", timeout=900)
 
 

@@ -59,7 +59,7 @@ ENGINE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_
 
 
 def real_vllm_python() -> Path:
-    """The engine's python; scripts/bootstrap-real-vllm builds it once (~3 min) and is instant after."""
+    """The engine's python; scripts/bootstrap-real-vllm builds it once (under a minute) and is instant after."""
     return bootstrapped("bootstrap-real-vllm", "the real-engine tests need vLLM's CPU build")
 
 
