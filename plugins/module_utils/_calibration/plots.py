@@ -16,7 +16,8 @@ A panel is ``{"title", "start", "end", "series": [(label, [(unix time, value)])]
 from __future__ import annotations
 
 import datetime
-from xml.sax.saxutils import escape
+
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.svg import escape
 
 WIDTH = 960
 PANEL_HEIGHT = 200

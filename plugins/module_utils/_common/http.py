@@ -11,16 +11,21 @@ gateway echoes of it. Standard library only (it runs on GPU hosts too)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import socket
-import ssl
 import urllib.parse
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.check import seconds_problem
 
 EXCERPT_CHARS = 160
+
+
+def _http_client():
+    """``http.client``, imported by the first request: with the ``email`` and ``ssl`` it loads it
+    costs ~20 ms, and most module runs that import this file (every engine does) ask no server."""
+    import http.client
+    return http.client
 
 
 class Unreachable(Exception):
@@ -121,10 +126,13 @@ class Client:
         self.timeout = timeout
         # only for https: loading the CA bundle takes tens of milliseconds a client, and a module
         # run asks several seats, which speak plain http
-        self._ssl = ssl.create_default_context() if self._https else None
-        if self._https and not validate_certs:
-            self._ssl.check_hostname = False
-            self._ssl.verify_mode = ssl.CERT_NONE
+        self._ssl = None
+        if self._https:
+            import ssl
+            self._ssl = ssl.create_default_context()
+            if not validate_certs:
+                self._ssl.check_hostname = False
+                self._ssl.verify_mode = ssl.CERT_NONE
 
     def redact(self, text):
         return redact(text, self.api_key)
@@ -140,14 +148,15 @@ class Client:
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
         timeout = timeout or self.timeout
+        client = _http_client()
         if self._https:
-            connection = http.client.HTTPSConnection(self._netloc, timeout=timeout, context=self._ssl)
+            connection = client.HTTPSConnection(self._netloc, timeout=timeout, context=self._ssl)
         else:
-            connection = http.client.HTTPConnection(self._netloc, timeout=timeout)
+            connection = client.HTTPConnection(self._netloc, timeout=timeout)
         try:
             connection.request(method, self._prefix + path, body=data, headers=headers)
             return connection, connection.getresponse()
-        except (http.client.HTTPException, OSError) as error:
+        except (client.HTTPException, OSError) as error:
             connection.close()
             raise Unreachable(self.redact("cannot reach %s: %s" % (self.root, reason(error)))) from None
 
@@ -156,7 +165,7 @@ class Client:
         connection, reply = self.open(method, path, body, timeout)
         try:
             return reply.status, reply.read().decode("utf-8", "replace")
-        except (http.client.HTTPException, OSError) as error:
+        except (_http_client().HTTPException, OSError) as error:
             raise Unreachable(self.redact("reply cut off: %s" % reason(error))) from None
         finally:
             connection.close()

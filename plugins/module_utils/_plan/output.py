@@ -15,10 +15,8 @@ with these functions and writes its own files through write_text(); it writes no
 from __future__ import annotations
 
 import datetime
-
 import json
 import os
-from xml.sax.saxutils import escape
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.atomic import replace_file
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults import (
@@ -28,6 +26,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._common.defaults im
     MARGIN_MIB,
 )
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.sizes import human_bytes
+from ansible_collections.llmfleet.seats.plugins.module_utils._common.svg import escape
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines import engine_of
 from ansible_collections.llmfleet.seats.plugins.module_utils._plan.plan import HOST_OPTIONS, build_plan
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.footprint import DEFAULT_OVERHEAD_MIB
