@@ -28,7 +28,7 @@ import yaml
 
 from conftest import run_ansible
 from support.rollout import FLEET, rebalance, report_of, state, twin_pair, wait_healthy
-from support.wait import wait_for
+from support.wait import DOCKER_HEALTH_POLL_S, wait_for
 from test_adopt_twin import _adopt
 
 from twinlib import fleet
@@ -226,7 +226,7 @@ def test_the_handover(handover):
     as_before = {name: (running, healthy) for name, (_cid, running, healthy) in _hand_made(before).items()}
     wait_for(lambda: {name: (running, healthy) for name, (_cid, running, healthy)
                       in _hand_made(state("twin1")).items()} == as_before,
-             what="the hand-made containers running (and healthy) as before")
+             what="the hand-made containers running (and healthy) as before", interval=DOCKER_HEALTH_POLL_S)
     after = state("twin1")
     assert sorted(_hand_made(after)) == HAND_MADE
     assert _managed() == {name: "" for name in HAND_MADE}, "only the hand-made containers, none of the collection's"
@@ -328,7 +328,7 @@ def test_a_second_operators_host_goes_through_the_same_way(handover):
     assert section["status"] == "rolled_back" and section["rollback"]["complete"], section["rollback"]
     qwen_now = next(seat for seat in section["plan"]["seats"] if seat["name"] == "qwen")
     _assert_now_as_it_runs(qwen_now, qwen_booted, kv_bytes=4 * 2 ** 30)
-    wait_for(lambda: containers() == before, what="twin2's containers as before")
+    wait_for(lambda: containers() == before, what="twin2's containers as before", interval=DOCKER_HEALTH_POLL_S)
     assert docker(["inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", "embedder"]).stdout.strip() == "always"
 
     # the hand-over

@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env
 from support.rollout import live, twin_pair
-from support.wait import wait_for
+from support.wait import DOCKER_HEALTH_POLL_S, wait_for
 
 from twinlib import fleet as twin_fleet
 
@@ -74,7 +74,7 @@ def state() -> dict:
 
 def healthy() -> None:
     wait_for(lambda: all(running == "running" and ok for _cid, running, ok in state()["containers"].values()),
-             what="every container on twin1 running and healthy")
+             what="every container on twin1 running and healthy", interval=DOCKER_HEALTH_POLL_S)
 
 
 def report(path: Path) -> dict:

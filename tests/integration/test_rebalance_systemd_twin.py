@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
-from support.rollout import (FLEET, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair,
-                             wait_for)
+from support.rollout import FLEET, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair
+from support.wait import DOCKER_HEALTH_POLL_S, wait_for
 
 from twinlib import fleet
 from twinlib.host import SYSTEMD_CONTAINER
@@ -140,13 +140,13 @@ def test_systemd_restarts_a_seat_whose_server_exited_clean(systemd_fleet):
                        check=False).stdout.strip() in ("0", "")
     wait_for(lambda: systemctl_show("NRestarts")["NRestarts"] == "1", what="systemd to restart delta")
     wait_for(lambda: seat_state()["containers"].get("vllm-delta", ("", "", False))[1:] == ("running", True),
-             what="delta's new container to be healthy")
+             what="delta's new container to be healthy", interval=DOCKER_HEALTH_POLL_S)
     assert host.docker(["inspect", "--format", "{{.Id}}", "vllm-delta"]).stdout.strip() != first
 
 
 def test_a_failed_change_rolls_the_systemd_seat_back(systemd_fleet, tmp_path):
     wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
-                         if running == "running"), what="twin2's seats healthy")
+                         if running == "running"), what="twin2's seats healthy", interval=DOCKER_HEALTH_POLL_S)
     before = seat_state()
     hosts = systemd_fleet_files(tmp_path, systemd_fleet["digest"], max_model_len=8192,
                                 environment={"FAKE_VLLM_FAULT": "oom_at_boot"})
@@ -244,7 +244,7 @@ def test_the_ladder_finds_the_largest_context_that_survives_a_long_request(syste
 
     zeta = {s["name"]: s for s in report_of(systemd_fleet["work"] / "first")["hosts"]["twin2"]["plan"]["seats"]}["zeta"]
     wait_for(lambda: all(healthy for _cid, running, healthy in seat_state()["containers"].values()
-                         if running == "running"), what="twin2's seats healthy")
+                         if running == "running"), what="twin2's seats healthy", interval=DOCKER_HEALTH_POLL_S)
     free = min(free_mib(uuid) for uuid in zeta["gpus"])
     values = list(range(16384, 32768 + 1, 4096))
     survives = [v for v in values if math.ceil(LONG_MIB_PER_KTOKEN * v / 1024) <= free - 512]

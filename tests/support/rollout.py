@@ -15,7 +15,7 @@ import yaml
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env, run_ansible
 from support.need import need_root_and
-from support.wait import wait_for
+from support.wait import DOCKER_HEALTH_POLL_S, wait_for
 
 from twinlib import fleet
 
@@ -110,7 +110,7 @@ def wait_healthy(host: str) -> None:
     """Until docker's healthcheck calls every container of the host healthy (every few seconds)."""
     wait_for(lambda: all(running == "running" and healthy
                          for _cid, running, healthy in state(host)["containers"].values()),
-             what="docker's healthcheck to call every container on %s healthy" % host)
+             what="docker's healthcheck to call every container on %s healthy" % host, interval=DOCKER_HEALTH_POLL_S)
 
 
 def states() -> dict:
