@@ -1,8 +1,17 @@
-"""The twin's vLLM stand-in answers to the real vLLM 0.32 (its CPU build): the same command line
-and the same requests go to both, and the endpoints, status codes, fields, error texts and the
-boot log's lines must agree. Where the stand-in differs on purpose, KNOWN_DIFFERENCES says why;
-a difference not listed fails the test, and so does a listed one that went away, so the list
-stays true (the stand-in's README repeats it).
+"""One real vLLM 0.32 (its CPU build) on a tiny model, booted once for the two things it judges
+here (a boot of the real engine costs about half a minute of two cores):
+
+- seat_demand, with the engine scraped every second by a real Prometheus: known traffic (replies
+  of a fixed length, and three runaways side by side) must come back as the engine's own metrics
+  say it, the way the stand-in's do in test_seat_demand_prometheus.py: the request count, the
+  percentiles Prometheus interpolates from the replies' own token counts, the runaways, and the KV
+  tokens the engine says it ran with. It runs first: Prometheus extrapolates a counter that starts
+  above zero, bucket by bucket, and the percentiles would no longer be the replies' own.
+- the twin's vLLM stand-in: the same command line and the same requests go to both, and the
+  endpoints, status codes, fields, error texts and the boot log's lines must agree. Where the
+  stand-in differs on purpose, KNOWN_DIFFERENCES says why; a difference not listed fails the test,
+  and so does a listed one that went away, so the list stays true (the stand-in's README repeats
+  it).
 """
 
 from __future__ import annotations
@@ -17,16 +26,26 @@ import pytest
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm import in_flight
 from ansible_collections.llmfleet.seats.plugins.module_utils._engines.vllm_log import parse_boot_log
+from support.adhoc import run_module
 from support.fake_vllm import GPU0, VLLM, GpuDriver, Seat
 from support.litellm import free_port
+from support.prometheus import PrometheusServer, counted_at, one_two_five, prometheus_quantile, side_by_side
 from support.real_vllm import GQA_MODEL, serve, stop_engine, tiny_model
+from support.wait import wait_for
 
 pytestmark = [pytest.mark.realengine, pytest.mark.slow]
 
 KEY = "sk-contract"
-ARGS = ["--served-model-name", "chat", "--max-model-len", "2048", "--kv-cache-memory-bytes", "64M",
+MAX_MODEL_LEN = 2048
+ARGS = ["--served-model-name", "chat", "--max-model-len", str(MAX_MODEL_LEN), "--kv-cache-memory-bytes", "64M",
         "--gpu-memory-utilization", "0.1", "--api-key", KEY]
 AUTH = {"Authorization": "Bearer " + KEY}
+
+SHORT_TOKENS, RUNAWAYS, RUNAWAY_TOKENS = 8, 3, 1800
+# the short requests' prompts, in words: each length twice
+SHORT_PROMPTS = (2, 9, 30, 70, 150, 400) * 2
+MAX_RUNAWAY_ROUNDS = 3
+
 # What the stand-in does differently, and why.
 KNOWN_DIFFERENCES = {
     # The stand-in simulates a GPU; the real engine here is vLLM's CPU build.
@@ -111,11 +130,67 @@ def _observe(url, log):
     return seen
 
 
-@pytest.fixture
-def real(tmp_path):
-    boot = serve(tiny_model(GQA_MODEL), ARGS, until="ready", log_dir=tmp_path)
+def _complete(url, words, max_tokens):
+    """One completion that runs to ``max_tokens`` (end-of-sequence ignored): its usage."""
+    body = json.dumps({"model": "chat", "prompt": " ".join(["word"] * words), "max_tokens": max_tokens,
+                       "ignore_eos": True, "temperature": 0}).encode()
+    request = urllib.request.Request(url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json", **AUTH})
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        return json.load(reply)["usage"]
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    boot = serve(tiny_model(GQA_MODEL), ARGS, until="ready", log_dir=tmp_path_factory.mktemp("real-vllm"))
+    assert boot.proc.poll() is None, boot.log[-3000:]
     yield boot
     stop_engine(boot)
+
+
+def test_the_real_engines_demand_is_what_its_traffic_was(real, tmp_path):
+    target = "127.0.0.1:%d" % real.port
+    server = PrometheusServer(tmp_path, [target])
+    try:
+        counted = 'vllm:request_prompt_tokens_count{model_name="chat"}'
+        wait_for(lambda: len(server.query(counted)) == 1, 60, "Prometheus's first scrape of the engine")
+        assert float(server.query(counted)[0]["value"][1]) == 0, "the engine served a request before this test"
+        usage = [_complete(real.url, words, SHORT_TOKENS) for words in SHORT_PROMPTS]
+        # Prometheus must have scraped the runaways while they ran, or no window holds their peak: on a
+        # busy machine a round of them can end between two scrapes that answered, so another goes
+        for _round in range(MAX_RUNAWAY_ROUNDS):
+            usage += side_by_side([lambda n=n: _complete(real.url, 20 * (n + 1), RUNAWAY_TOKENS)
+                                   for n in range(RUNAWAYS)])
+            at = counted_at(server, counted, len(usage))
+            if float(server.query("max_over_time(vllm:num_requests_running[1h])")[0]["value"][1]) >= 1:
+                break
+        runaways = len(usage) - len(SHORT_PROMPTS)
+        rc, result = run_module("llmfleet.seats.seat_demand", {
+            "prometheus_url": server.url, "seats": [{"name": "chat-seat", "model_name": "chat", "port": real.port}],
+            "instance_host": "127.0.0.1", "window": "1h", "step": "1s", "at": at, "runaway_tokens": 1500})
+        with urllib.request.urlopen(real.url + "/metrics", timeout=30) as reply:
+            metrics = reply.read().decode()
+    finally:
+        server.stop()
+    assert rc == 0, result
+    seat = result["seats"][0]
+    assert [u["completion_tokens"] for u in usage] == [SHORT_TOKENS] * len(SHORT_PROMPTS) + [RUNAWAY_TOKENS] * runaways
+    assert seat["metrics"] and seat["instance"] == target and seat["requests"] == len(usage), seat
+    bounds = one_two_five(MAX_MODEL_LEN)
+    for kind, field in (("prompt_tokens", "prompt_tokens"), ("generation_tokens", "completion_tokens")):
+        values = [u[field] for u in usage]
+        assert seat[kind] == {"p50": round(prometheus_quantile(0.5, bounds, values), 1),
+                              "p99": round(prometheus_quantile(0.99, bounds, values), 1)}, (kind, values)
+    # the largest bucket bound at or below 1,500 is 1,000: the three 1,800-token replies are past it
+    assert seat["runaways"] == {"longer_than": 1000, "replies": runaways}
+    # the KV the engine ran with, from its own cache_config_info
+    info = next(line for line in metrics.splitlines() if line.startswith("vllm:cache_config_info{"))
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', info))
+    blocks, block_size = int(labels["num_gpu_blocks"]), int(labels["block_size"])
+    assert (seat["kv_cache_tokens"], seat["kv_cache_tokens_from"]) == (blocks * block_size, "engine"), info
+    assert 1 <= seat["peak_running"] <= RUNAWAYS and seat["preemptions"] == 0
+    assert 0 < seat["peak_kv_tokens"] <= blocks * block_size, "a scrape that saw a request running saw its KV"
+    assert "KV budget {:,} tokens".format(blocks * block_size) in result["svg"]
 
 
 @pytest.fixture
