@@ -201,7 +201,12 @@ def _driver_library() -> None:
     if not FAKES_BUILD.exists():
         say("no %s: hosts get no NVML library" % FAKES_BUILD.relative_to(REPO))
         return
-    library = Path(run([str(FAKES_BUILD), str(hostlib.DRIVER_DIR)]).stdout.strip().splitlines()[-1])
+    # built once for the checkout (gcc, half a CPU-second), copied into this twin's own directory,
+    # which goes with every `down`
+    built = Path(run([str(FAKES_BUILD)]).stdout.strip().splitlines()[-1])
+    library = hostlib.DRIVER_DIR / "nvml" / built.name
+    library.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, library)
     conf = hostlib.DRIVER_DIR / "ld.so.conf"
     conf.write_text("include /etc/ld.so.conf.d/*.conf\n%s\n" % library.parent)
     run(["ldconfig", "-X", "-C", str(hostlib.LD_CACHE), "-f", str(conf)])
