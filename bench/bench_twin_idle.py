@@ -35,7 +35,7 @@ TWIN = REPO / "tests" / "twin" / "twin"
 BIN = REPO / ".venv" / "bin"
 FLEET_INTERVAL = "health_interval: 5s"
 SETTLE_S = 20
-HEALTHY = "docker ps --quiet --filter health=healthy --filter health=starting | wc -l"
+WITH_HEALTHCHECK = "docker ps --quiet --filter health=healthy --filter health=starting | wc -l"
 
 
 def run(env, *args, check=True):
@@ -92,7 +92,7 @@ def main() -> None:
                 before, begun = busy_seconds(), time.monotonic()
                 time.sleep(args.seconds)
                 per_minute = (busy_seconds() - before) * 60 / (time.monotonic() - begun)
-                out = run(env, BIN / "ansible", "gpu_hosts", *hosts, "-m", "shell", "-a", HEALTHY).stdout
+                out = run(env, BIN / "ansible", "gpu_hosts", *hosts, "-m", "shell", "-a", WITH_HEALTHCHECK).stdout
                 containers = sum(int(line) for line in out.splitlines() if line.strip().isdigit())
                 checks = containers * 60 / seconds_of(interval)
                 measured.append((checks, per_minute))
