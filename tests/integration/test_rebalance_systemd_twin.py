@@ -2,7 +2,13 @@
 sysroot.py), beside a plain host, over real SSH: `playbooks/rebalance.yml` deploys a seat pinned
 by its image's digest as a unit, gates it on its journal, changes nothing the second time,
 rolls a failed change back to byte-identical files, and systemd itself restarts a seat whose
-server exited clean."""
+server exited clean.
+
+A host name is written into every seat file's header: on the same hosts, an inventory host name
+carrying a newline and a command (which once became a line of serve.sh run as root, and a
+top-level key of compose.yaml) is refused in the plan before the host is touched, and seat_files
+refuses it on the host itself, writing nothing. Either way no file, unit or container on the twin
+changes and the command never runs."""
 
 from __future__ import annotations
 
@@ -10,12 +16,14 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
-from support.rollout import FLEET, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state, twin_pair
+from support.rollout import (FLEET, PLAYBOOK, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state,
+                             twin_pair)
 from support.wait import DOCKER_HEALTH_POLL_S, wait_for
 
 from twinlib import fleet
@@ -33,6 +41,11 @@ TP_SEAT = {"name": "zeta", "tensor_parallel_size": 2, "port": 8203, "served_mode
            "kv_cache_memory_bytes": "4GiB", "max_model_len": 16384,
            "environment": {"FAKE_VLLM_LONG_REQUEST_MIB_PER_KTOKEN": str(LONG_MIB_PER_KTOKEN)}}
 LADDER = REPO_ROOT / "playbooks" / "ladder.yml"
+
+# Host names that carry a newline and a command: each must be refused before it reaches a file
+PROOF = "/srv/llmfleet-host-name-ran"
+INJECTED = {"twin1": "twin1\ninjected: {privileged: true}\nx-%s: " % PROOF,
+            "twin2": "twin2\nExecStartPre=/bin/touch %s\ntouch %s" % (PROOF, PROOF)}
 
 
 def systemctl_show(*properties: str) -> dict:
@@ -129,6 +142,86 @@ def test_a_second_run_changes_nothing(systemd_fleet, tmp_path):
     assert after["files"] == before["files"]
     assert {name: cid for name, (cid, _running, _healthy) in after["containers"].items()} == \
         {name: cid for name, (cid, _running, _healthy) in before["containers"].items()}, "nothing restarted"
+
+
+def untouched(host: str) -> dict:
+    """What a refused run must leave as it was: the host's files and each container's id and
+    state (its health may still be settling from the windows before)."""
+    seen = state(host)
+    return {"files": seen["files"],
+            "containers": {name: (cid, running) for name, (cid, running, _healthy) in seen["containers"].items()}}
+
+
+def proof_exists() -> bool:
+    """Whether the injected command left its file on either host (or inside twin2's systemd)."""
+    probe = ["exec", SYSTEMD_CONTAINER, "test", "-e", PROOF]
+    in_systemd = fleet.find_host("twin2").docker(probe, check=False).returncode == 0
+    return in_systemd or any(os.path.exists(fleet.find_host(host).path(PROOF)) for host in INJECTED)
+
+
+def twin_vars(fleet_files: dict) -> dict:
+    """The twin's inventory: each host's address, key and known_hosts."""
+    return yaml.safe_load(Path(fleet_files["inventory"]).read_text(encoding="utf-8"))
+
+
+def injected_inventory(fleet_files, path):
+    """One inventory file whose hosts are the twin's, each under its injected name: the twin's
+    address, key and known_hosts, and the fleet's host and group variables."""
+    fleet_dir, twin = fleet_files["hosts"].parent, twin_vars(fleet_files)
+    group_vars = yaml.safe_load((fleet_dir / "group_vars" / "gpu_hosts.yml").read_text())
+    hosts = {}
+    for name, injected in INJECTED.items():
+        host_vars = dict(twin["all"]["children"]["gpu_hosts"]["hosts"][name])
+        host_vars.update(yaml.safe_load((fleet_dir / "host_vars" / ("%s.yml" % name)).read_text()))
+        hosts[injected] = host_vars
+    path.write_text(yaml.safe_dump({"all": {"vars": twin["all"]["vars"]},
+                                    "gpu_hosts": {"vars": group_vars, "hosts": hosts}}))
+    return path
+
+
+def test_a_host_name_with_a_newline_is_refused_in_the_plan_touching_nothing(systemd_fleet, tmp_path):
+    before = {host: untouched(host) for host in INJECTED}
+    inventory = injected_inventory(systemd_fleet, tmp_path / "hosts.yml")
+    proc = run_ansible(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK),
+                        "-e", "llmfleet_report_dir=%s" % (tmp_path / "report")])
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-3000:]
+    for injected in INJECTED.values():
+        assert "host %r: inventory host name: expected a host name of letters, digits" % injected in output, \
+            output[-3000:]
+    assert "Traceback" not in output and "UNREACHABLE" not in output
+    assert {host: untouched(host) for host in INJECTED} == before, "a host was touched"
+    assert not proof_exists(), "the injected command ran"
+
+
+def test_seat_files_on_the_host_refuses_a_host_name_outside_the_grammar(systemd_fleet, tmp_path):
+    """The renderer's own refusal, on the host: the plan's seats, rendered by seat_files over
+    SSH on twin2 (its systemd seat) and twin1 (compose), with the injected name as ``host``."""
+    before = {host: untouched(host) for host in INJECTED}
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Render the planned seats under an injected host name",
+        "hosts": "gpu_hosts", "gather_facts": False,
+        "roles": ["llmfleet.seats.seat_plan"],
+        "post_tasks": [{
+            "name": "Render",
+            "llmfleet.seats.seat_files": {
+                "root": "{{ seat_rebalance_root }}", "seats": "{{ seat_plan_result.seats }}",
+                "host": "{{ injected[inventory_hostname] }}", "backup_tag": "inj", "backup_date": "20260101"},
+        }],
+    }]))
+    extra = tmp_path / "injected.json"
+    extra.write_text(json.dumps({"injected": INJECTED}))
+    proc = run_ansible(["ansible-playbook", "-i", str(systemd_fleet["hosts"]), "-i", systemd_fleet["inventory"],
+                        str(playbook), "-e", "@%s" % extra])
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-3000:]
+    assert output.count("host: expected a host name of letters, digits") >= 2, output[-4000:]
+    assert "Traceback" not in output and "UNREACHABLE" not in output, output[-3000:]
+    assert {host: untouched(host) for host in INJECTED} == before, "a file or a container changed"
+    assert not proof_exists(), "the injected command ran"
+    unit = fleet.find_host("twin2").path("/srv/compose/delta/llmfleet-seat-delta.service")
+    assert PROOF not in open(unit, encoding="utf-8").read(), "the injected line reached the unit"
 
 
 def test_systemd_restarts_a_seat_whose_server_exited_clean(systemd_fleet):
