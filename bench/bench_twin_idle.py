@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_suite_cpu import busy_idle  # bench/ is this script's own folder, first on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 PAIR = REPO / "tests" / "integration" / "fleets" / "twin-pair"
 TWIN = REPO / "tests" / "twin" / "twin"
@@ -43,13 +45,6 @@ def run(env, *args, check=True):
     if check and proc.returncode != 0:
         sys.exit("%s failed:\n%s" % (" ".join(str(a) for a in args[:3]), (proc.stdout + proc.stderr)[-4000:]))
     return proc
-
-
-def busy_seconds() -> float:
-    """The machine's busy CPU-seconds since boot (/proc/stat)."""
-    with open("/proc/stat") as stat:
-        ticks = [int(value) for value in stat.readline().split()[1:]]
-    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def seconds_of(interval: str) -> int:
@@ -89,9 +84,9 @@ def main() -> None:
                 run(env, BIN / "ansible-playbook", *hosts, REPO / "playbooks" / "rebalance.yml",
                     "-e", "llmfleet_report_dir=%s/%s" % (tmp, interval))
                 time.sleep(SETTLE_S)
-                before, begun = busy_seconds(), time.monotonic()
+                before, begun = busy_idle()[0], time.monotonic()
                 time.sleep(args.seconds)
-                per_minute = (busy_seconds() - before) * 60 / (time.monotonic() - begun)
+                per_minute = (busy_idle()[0] - before) * 60 / (time.monotonic() - begun)
                 out = run(env, BIN / "ansible", "gpu_hosts", *hosts, "-m", "shell", "-a", WITH_HEALTHCHECK).stdout
                 containers = sum(int(line) for line in out.splitlines() if line.strip().isdigit())
                 checks = containers * 60 / seconds_of(interval)

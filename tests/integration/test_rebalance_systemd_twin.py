@@ -83,11 +83,11 @@ def systemd_fleet(tmp_path_factory):
     spec["hosts"][1]["kind"] = "systemd"
     (work / "spec.json").write_text(json.dumps(spec))
     with twin_pair(work / "spec.json") as inventory:
-        image_ids = yaml.safe_load(open(inventory, encoding="utf-8"))["all"]["children"]["gpu_hosts"]["hosts"][
-            "twin2"]["twin_image_ids"]
-        digest = image_ids["vllm/vllm-openai:v0.33.0"]
+        twin_vars = yaml.safe_load(Path(inventory).read_text(encoding="utf-8"))
+        digest = twin_vars["all"]["children"]["gpu_hosts"]["hosts"]["twin2"]["twin_image_ids"][
+            "vllm/vllm-openai:v0.33.0"]
         hosts = systemd_fleet_files(work, digest)
-        yield {"inventory": inventory, "hosts": hosts, "digest": digest, "work": work}
+        yield {"inventory": inventory, "twin_vars": twin_vars, "hosts": hosts, "digest": digest, "work": work}
 
 
 def test_a_systemd_seat_deploys_as_a_unit_and_is_gated_on_its_journal(systemd_fleet):
@@ -159,15 +159,10 @@ def proof_exists() -> bool:
     return in_systemd or any(os.path.exists(fleet.find_host(host).path(PROOF)) for host in INJECTED)
 
 
-def twin_vars(fleet_files: dict) -> dict:
-    """The twin's inventory: each host's address, key and known_hosts."""
-    return yaml.safe_load(Path(fleet_files["inventory"]).read_text(encoding="utf-8"))
-
-
 def injected_inventory(fleet_files, path):
     """One inventory file whose hosts are the twin's, each under its injected name: the twin's
     address, key and known_hosts, and the fleet's host and group variables."""
-    fleet_dir, twin = fleet_files["hosts"].parent, twin_vars(fleet_files)
+    fleet_dir, twin = fleet_files["hosts"].parent, fleet_files["twin_vars"]
     group_vars = yaml.safe_load((fleet_dir / "group_vars" / "gpu_hosts.yml").read_text())
     hosts = {}
     for name, injected in INJECTED.items():
