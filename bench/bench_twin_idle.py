@@ -4,7 +4,7 @@ interval.
     sudo python bench/bench_twin_idle.py [--instance 6] [--intervals 5s,30s] [--seconds 60]
 
 The twin-pair fleet (tests/integration/fleets/twin-pair) is brought up and deployed with each
-interval in turn as its seats' health_interval (the fleet's own is 5s). Once its seats have
+interval in turn as its seats' health_interval (the fleet keeps the collection's 15s). Once its seats have
 settled, the machine's busy CPU-seconds over --seconds are printed, a minute's worth, with the
 healthchecks docker runs in a minute: each a python3 started in its container through dockerd,
 containerd and runc. With two intervals or more, the CPU of one healthcheck is the difference
@@ -20,6 +20,7 @@ twin goes down however the script ends.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -29,13 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from bench_suite_cpu import busy_idle  # bench/ is this script's own folder, first on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 PAIR = REPO / "tests" / "integration" / "fleets" / "twin-pair"
 TWIN = REPO / "tests" / "twin" / "twin"
 BIN = REPO / ".venv" / "bin"
-FLEET_INTERVAL = "health_interval: 5s"
 SETTLE_S = 20
 WITH_HEALTHCHECK = "docker ps --quiet --filter health=healthy --filter health=starting | wc -l"
 
@@ -73,16 +75,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="llmfleet-bench-idle-") as tmp:
         fleet = Path(tmp) / "fleet"
         shutil.copytree(PAIR, fleet)
-        group_vars = fleet / "group_vars" / "gpu_hosts.yml"
-        text = group_vars.read_text()
+        seat_defaults = yaml.safe_load((fleet / "group_vars" / "gpu_hosts.yml").read_text())["llmfleet_seat_defaults"]
         inventory = run(env, TWIN, "up", "--spec", fleet / "spec.json").stdout.strip().splitlines()[-1]
         try:
             hosts = ["-i", fleet / "hosts.yml", "-i", inventory]
             run(env, BIN / "ansible-playbook", *hosts, PAIR / "prepare.yml")
             for interval in args.intervals:
-                group_vars.write_text(text.replace(FLEET_INTERVAL, "health_interval: %s" % interval))
+                defaults = {kind: dict(fields, health_interval=interval) for kind, fields in seat_defaults.items()}
                 run(env, BIN / "ansible-playbook", *hosts, REPO / "playbooks" / "rebalance.yml",
-                    "-e", "llmfleet_report_dir=%s/%s" % (tmp, interval))
+                    "-e", "llmfleet_report_dir=%s/%s" % (tmp, interval),
+                    "-e", json.dumps({"llmfleet_seat_defaults": defaults}))
                 time.sleep(SETTLE_S)
                 before, begun = busy_idle()[0], time.monotonic()
                 time.sleep(args.seconds)

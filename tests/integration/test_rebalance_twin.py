@@ -137,6 +137,7 @@ def test_a_change_recreates_only_that_seat_and_keeps_a_dated_backup(twin_invento
 
 
 def test_a_seat_the_inventory_dropped_is_not_stopped_unless_retired(twin_inventory, tmp_path):
+    wait_healthy("twin1")  # alpha, recreated by the test before, has docker's verdict to come
     before = states()
     hosts = fleet_with(tmp_path)
     host_vars = hosts.parent / "host_vars" / "twin1.yml"
