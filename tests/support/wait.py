@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-# A container turns healthy on its healthcheck's interval (5 s on the twin's fleets): a wait on
-# docker's verdict that asked it ten times a second would only take CPU from the lanes beside it.
-DOCKER_HEALTH_POLL_S = 0.5
+# A container turns healthy on its healthcheck's interval (the collection's 15 s on the twin's
+# fleets): a wait on docker's verdict that asked it ten times a second would only take CPU from
+# the lanes beside it, and once a second loses at most a second of the interval.
+DOCKER_HEALTH_POLL_S = 1.0
 
 
 def wait_for(condition, timeout=120, what="condition", interval=0.1):
