@@ -15,7 +15,13 @@ lock over and gates the seat the dead run never saw gated: the report says so an
 `applied` (or put back, when the operator asks for that), never `unchanged`. When the worker is
 killed too, the module it ran keeps running on the host (the boot goes on over a closed SSH
 channel); the next run finds it there by the run id it carries, and waits for it or refuses
-naming it, as for the worker."""
+naming it, as for the worker.
+
+And a seat on an older vLLM image is planned and gated with that release's KV arithmetic: the
+stand-in image tagged v0.19.1 plays 0.19 (its capacity line counts blocks per group, and it
+prints its own version), so the plan's tokens must be 0.19's for the boot-log gates to pass. A
+build whose tag says 0.33 but which runs 0.19 is caught by the version gate at boot and rolled
+back."""
 
 from __future__ import annotations
 
@@ -32,19 +38,32 @@ import pytest
 import yaml
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.lock import host_processes, run_processes
+from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import evaluate_kv_budget
 from conftest import run_ansible
-from support.rollout import (FLEET, ONLY_TWIN1, assert_rolled_back, fleet, fleet_with, rebalance,
-                             report_of, state, states, twin, twin_pair, wait_for, wait_healthy)
+from support.rollout import (FLEET, ONLY_TWIN1, assert_rolled_back, fleet, fleet_with, gates_failed,
+                             rebalance, report_of, state, states, twin, twin_pair, wait_for, wait_healthy)
 
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
 TWIN1_SEATS = {"alpha", "beta", "gamma", "asr"}
 TWIN2_SEATS = {"delta", "epsilon"}
+OLDER = "vllm/vllm-openai:v0.19.1"
+MISTAGGED = "llmfleet/vllm-openai:v0.33.0"  # a local build: says 0.33, runs 0.19
+# Not a multiple of the block size: 0.19's tokens (blocks x 16) and 0.33's (concurrency x length)
+# then differ.
+LENGTH = 30001
 
 
 @pytest.fixture(scope="module")
-def twin_inventory():
-    with twin_pair() as inventory:
+def twin_inventory(tmp_path_factory):
+    """The fleet's twin, whose hosts also hold the stand-in as an older release and as a build
+    that runs another release than its tag says."""
+    spec = json.loads((FLEET / "spec.json").read_text())
+    spec["images"].update({OLDER: "vllm", MISTAGGED: "vllm"})
+    spec["image_env"] = {MISTAGGED: {"FAKE_VLLM_VERSION": "0.19.1"}}
+    path = tmp_path_factory.mktemp("twin") / "spec.json"
+    path.write_text(json.dumps(spec))
+    with twin_pair(path) as inventory:
         yield inventory
 
 
@@ -459,3 +478,38 @@ def test_a_module_that_outlives_its_killed_worker_is_waited_for_on_the_host(twin
     assert section["interrupted"] == {"run_id": held["run_id"], "seats": ["alpha"]}
     assert all(g["ok"] for g in section["gates"]), section["gates"]
     assert _lock() is None, "the finished window released the lock"
+
+
+def test_a_seat_on_an_older_image_is_planned_and_gated_with_its_releases_numbers(twin_inventory, tmp_path):
+    hosts = fleet_with(tmp_path, alpha={"image": OLDER, "max_model_len": LENGTH})
+    proc = rebalance(hosts, twin_inventory, tmp_path / "first")
+    assert re.search(r"\| alpha \| compose \| `%s` \| `[^|]+:8101`[^|]* \| vLLM 0\.19\.1 \(image tag\) \|"
+                     % re.escape(OLDER), " ".join(proc.stdout.split())), "the plan says whose arithmetic"
+    section = report_of(tmp_path / "first")["hosts"]["twin1"]
+    assert section["status"] == "applied" and all(g["ok"] for g in section["gates"]), section["gates"]
+    alpha = {seat["name"]: seat for seat in section["plan"]["seats"]}["alpha"]
+    assert alpha["vllm_release"] == {"version": "0.19.1", "release": "0.19.1", "nearest": False, "from": "image tag"}
+    assert alpha["kv_cache_tokens"] == alpha["num_blocks"] * alpha["block_size"], "0.19 counts blocks per group"
+    config = json.loads((FLEET / "models" / "qwen3-8b" / "config.json").read_text())
+    latest = evaluate_kv_budget(config, LENGTH, alpha["kv_cache_memory_bytes"])
+    assert latest["kv_cache_tokens"] != alpha["kv_cache_tokens"], "0.33's arithmetic would have gated it wrong"
+    gates = {g["gate"]: g for g in section["gates"] if g["seat"] == "alpha"}
+    assert gates["vllm_version"]["measured"] == "0.19.1"
+    assert gates["kv_cache_tokens"]["measured"] == alpha["kv_cache_tokens"], "the log printed 0.19's count"
+
+
+def test_a_build_running_another_release_than_its_tag_fails_the_version_gate_and_rolls_back(twin_inventory,
+                                                                                            tmp_path):
+    wait_healthy("twin1")
+    before = state("twin1")
+    hosts = fleet_with(tmp_path, alpha={"image": OLDER, "max_model_len": LENGTH},
+                       beta={"image": MISTAGGED, "max_model_len": LENGTH})
+    proc = rebalance(hosts, twin_inventory, tmp_path / "report", check=False)
+    assert proc.returncode != 0
+    report = report_of(tmp_path / "report")
+    assert report["hosts"]["twin1"]["status"] == "rolled_back", report["hosts"]["twin1"].get("error")
+    assert {("beta", "vllm_version"), ("beta", "kv_cache_tokens")} <= set(gates_failed(report)), gates_failed(report)
+    version = next(g for g in report["hosts"]["twin1"]["gates"] if (g["seat"], g["gate"]) == ("beta", "vllm_version"))
+    assert version["detail"].startswith("the boot log says vLLM 0.19.1; the plan used 0.33.0's KV arithmetic "
+                                        "(its image tag says 0.33.0)"), version["detail"]
+    assert_rolled_back(before)
