@@ -6,13 +6,18 @@ ENV := . scripts/env.sh &&
 KV_BACKEND_RELEASES := 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1 0.20.2 0.21.0 0.22.1 0.23.0 \
 	0.24.0 0.25.1 0.26.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0
 
-.PHONY: help venv system-deps demo plan sizing test units sanity lint cores bench kv-releases clean
+.PHONY: help venv sanity-venvs system-deps demo plan sizing test units sanity lint cores bench kv-releases clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 venv:  ## build .venv and the collection path (idempotent)
 	@scripts/bootstrap
+
+# ansible-test builds them on a first sanity run (about 30 CPU-seconds): installed before the tests
+# start, not in the middle of their lanes
+sanity-venvs: venv  ## build ansible-test sanity's venvs (once; make test and make sanity need them)
+	@out=$$(scripts/test sanity --prime-venvs 2>&1) || { echo "$$out"; exit 1; }
 
 system-deps:  ## install Docker, compose v2, sshd, gcc when missing (root; CI does it too)
 	@if [ "$$(id -u)" = 0 ]; then scripts/install-system-deps; \
@@ -29,13 +34,13 @@ plan: venv  ## print fv-ml1's plan from its inventory and recorded plateau snaps
 sizing: venv  ## size the fv-ml1 seats' KV caches from inventories/fv-ml1
 	$(ENV) ansible-playbook -i inventories/fv-ml1/hosts.yml playbooks/kv_sizing.yml
 
-test: system-deps venv  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
+test: system-deps venv sanity-venvs  ## everything CI runs: unit and integration tests, ansible-test sanity, ansible-lint
 	@scripts/test
 
 units: venv  ## pytest only
 	@scripts/test units
 
-sanity: venv  ## ansible-test sanity only
+sanity: venv sanity-venvs  ## ansible-test sanity only
 	@scripts/test sanity
 
 lint: venv  ## ansible-lint (production profile) only
