@@ -4,12 +4,12 @@ interval.
     sudo python bench/bench_twin_idle.py [--instance 8] [--intervals 5s,30s] [--seconds 60]
 
 The twin-pair fleet (tests/integration/fleets/twin-pair) is brought up and deployed with each
-interval in turn as its seats' health_interval (the fleet keeps the collection's 15s). Once its seats have
-settled, the machine's busy CPU-seconds over --seconds are printed, a minute's worth, with the
-healthchecks docker runs in a minute: each a python3 started in its container through dockerd,
-containerd and runc. With two intervals or more, the CPU of one healthcheck is the difference
-between two lines over the difference of their checks. Run it on a quiet machine: everything
-that runs meanwhile counts.
+interval in turn as its seats' health_interval (the fleet keeps the collection's 15s). Once its
+seats have settled, the machine's busy CPU-seconds over --seconds are printed, a minute's worth,
+with the healthchecks docker runs in a minute: each a python3 started in its container through
+dockerd, containerd and runc. With two intervals or more, the CPU of one healthcheck is the
+difference between two lines over the difference of their checks. Run it on a quiet machine:
+everything that runs meanwhile counts.
 
 Docker's healthcheck runs its first probe one interval after the container starts (the
 machines here have Docker 20.10, before the start interval of 25.0), and the window's rollback
