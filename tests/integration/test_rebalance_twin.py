@@ -360,6 +360,28 @@ def _kill_while_alpha_boots(inventory: str, tmp_path: Path, max_model_len: int, 
     return held, before, hosts, left
 
 
+def _next_run_watching(pids: list, held: dict, hosts: Path, inventory: str, report: Path) -> tuple:
+    """Run the next window on twin1 with the default wait while watching the dead run's
+    ``pids`` and the lock: (when the last of them was gone or None, when the lock changed hands)."""
+    seen = {}
+
+    def watch():
+        while "lock" not in seen:
+            if "gone" not in seen and not any(_alive(pid) for pid in pids):
+                seen["gone"] = time.monotonic()
+            record = _lock()
+            if record and record["run_id"] != held["run_id"]:
+                seen["lock"] = time.monotonic()
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    rebalance(hosts, inventory, report, *ONLY_TWIN1)
+    seen.setdefault("lock", time.monotonic())
+    watcher.join(timeout=10)
+    return seen.get("gone"), seen["lock"]
+
+
 def test_a_worker_that_outlives_its_run_is_waited_for_and_the_seat_is_gated(twin_inventory, tmp_path):
     held, _before, hosts, left = _kill_while_alpha_boots(twin_inventory, tmp_path, 24576, 25)
     workers = [p["pid"] for p in left if p["role"] == "worker"]
@@ -376,24 +398,8 @@ def test_a_worker_that_outlives_its_run_is_waited_for_and_the_seat_is_gated(twin
     assert not (tmp_path / "refused" / "report.json").exists()
 
     # The next run with the default wait: it takes the lock only once the worker has gone.
-    seen = {}
-
-    def watch():
-        while "lock" not in seen:
-            if "gone" not in seen and not any(_alive(pid) for pid in workers):
-                seen["gone"] = time.monotonic()
-            record = _lock()
-            if record and record["run_id"] != held["run_id"]:
-                seen["lock"] = time.monotonic()
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    rebalance(hosts, twin_inventory, tmp_path / "second", *ONLY_TWIN1)
-    seen.setdefault("lock", time.monotonic())
-    watcher.join(timeout=10)
-    assert "gone" in seen and seen["gone"] <= seen["lock"], \
-        "the next run took the lock while a worker of the dead run still ran"
+    gone, locked = _next_run_watching(workers, held, hosts, twin_inventory, tmp_path / "second")
+    assert gone is not None and gone <= locked, "the next run took the lock while a worker of the dead run still ran"
 
     section = report_of(tmp_path / "second")["hosts"]["twin1"]
     assert section["status"] == "applied", section["status"]
@@ -454,23 +460,8 @@ def test_a_module_that_outlives_its_killed_worker_is_waited_for_on_the_host(twin
     assert not (tmp_path / "refused" / "report.json").exists()
 
     # With the default wait the next run takes the lock only once the module on the host is gone.
-    seen = {}
-
-    def watch():
-        while "lock" not in seen:
-            if "gone" not in seen and not any(_alive(pid) for pid in modules):
-                seen["gone"] = time.monotonic()
-            record = _lock()
-            if record and record["run_id"] != held["run_id"]:
-                seen["lock"] = time.monotonic()
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    rebalance(hosts, twin_inventory, tmp_path / "second", *ONLY_TWIN1)
-    seen.setdefault("lock", time.monotonic())
-    watcher.join(timeout=10)
-    assert "gone" in seen and seen["gone"] <= seen["lock"], \
+    gone, locked = _next_run_watching(modules, held, hosts, twin_inventory, tmp_path / "second")
+    assert gone is not None and gone <= locked, \
         "the next run took the lock while a module of the dead run still ran on the host"
 
     section = report_of(tmp_path / "second")["hosts"]["twin1"]
