@@ -7,7 +7,7 @@ mid-run (each ends with the next run recovering), then secrets written over a wo
 .env. The gates' failures and rollbacks are in test_rebalance_twin_gates.py, on a twin of their
 own.
 
-Last, windows cut short and run again with the same inventory (issue 34.3). ansible-playbook is
+Then windows cut short and run again with the same inventory (issue 34.3). ansible-playbook is
 SIGKILLed (its whole process group) while a changed seat boots. Its worker left that group
 (Ansible's workers call setsid) and keeps running the boot on the host, so the next run waits for
 it, or refuses while it runs, and never runs beside it. Once it is gone, the next run takes the
@@ -17,7 +17,7 @@ killed too, the module it ran keeps running on the host (the boot goes on over a
 channel); the next run finds it there by the run id it carries, and waits for it or refuses
 naming it, as for the worker.
 
-And a seat on an older vLLM image is planned and gated with that release's KV arithmetic: the
+Last, a seat on an older vLLM image is planned and gated with that release's KV arithmetic: the
 stand-in image tagged v0.19.1 plays 0.19 (its capacity line counts blocks per group, and it
 prints its own version), so the plan's tokens must be 0.19's for the boot-log gates to pass. A
 build whose tag says 0.33 but which runs 0.19 is caught by the version gate at boot and rolled
