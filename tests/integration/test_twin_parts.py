@@ -415,3 +415,22 @@ def test_the_test_runs_workers_find_the_collections_controller_plugins_imported(
     assert len(expected) > 10 and task["hosts"]["localhost"]["msg"] == expected
     assert "preloaded_plugins" not in ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)}).get(
         "ANSIBLE_CALLBACKS_ENABLED", "")
+
+
+def test_the_test_runs_compile_a_collection_file_once(tmp_path):
+    """Each ansible-playbook of the suite keeps the code Ansible's collection loader compiles from
+    the collection's files (CONTRIBUTING.md): a second run compiles and keeps nothing anew."""
+    kept = tmp_path / "bytecode"
+    playbook = tmp_path / "size.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.debug": {"msg": "{{ '1GiB' | llmfleet.seats.to_bytes }}"}}]}]))
+    extra = {"LLMFLEET_TWIN_BYTECODE": str(kept), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
+    runs = []
+    for _ in range(2):
+        run = run_ansible(["ansible-playbook", str(playbook)], extra, check=True)
+        [task] = json.loads(run.stdout)["plays"][0]["tasks"]
+        assert task["hosts"]["localhost"]["msg"] == 1073741824, "the kept code is the collection's"
+        runs.append({path.name: path.stat().st_mtime_ns for path in kept.iterdir()})
+    plugins = sum(1 for kind in ("filter", "action", "lookup") for _ in (REPO / "plugins" / kind).glob("*.py"))
+    assert len(runs[0]) > plugins, "every plugin the run imported, and their module_utils"
+    assert runs[1] == runs[0]

@@ -5,8 +5,10 @@ Ansible sends each module with the module_utils it imports in a zip, and python'
 compiles every source it imports from a zip at every run: about a quarter of a second of CPU
 per task for this collection's modules, thousands of times in a test run on two cores. Kept by
 digest, the code is the same code; only its file name is set to the zip this run imports from,
-as compiling it here would have named it. A GPU host keeps nothing: bench/ runs its windows with
-the venv's python itself, so its figures are a GPU host's.
+as compiling it here would have named it. The test runs' ansible and ansible-playbook processes
+keep the collection files they import here too (tests/support/controller/callback/
+preloaded_plugins.py). A GPU host keeps nothing: bench/ runs its windows with the venv's python
+itself, so its figures are a GPU host's.
 """
 
 import hashlib
@@ -27,7 +29,9 @@ def _named(code, filename):
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-def _kept_compile(pathname, source):
+def kept_compile(pathname, source):
+    """The code of ``source`` (bytes) as compile() would make it for ``pathname``: kept, or
+    compiled and kept."""
     digest = hashlib.sha256(source).hexdigest()
     path = os.path.join(CACHE, "%s-%s.code" % (digest, sys.implementation.cache_tag))
     try:
@@ -48,4 +52,4 @@ def _kept_compile(pathname, source):
     return code
 
 
-zipimport._compile_source = _kept_compile
+zipimport._compile_source = kept_compile
