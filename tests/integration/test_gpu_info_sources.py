@@ -1,7 +1,12 @@
-"""gpu_info through real ``ansible localhost -m llmfleet.seats.gpu_info`` runs, for every source:
-the real nvidia-ml-py bindings loading the fake libnvidia-ml.so.1 from LD_LIBRARY_PATH, the fake
-nvidia-smi first on PATH (rendering the same state, or replaying recorded real outputs), and
-snapshots on disk. No Docker here: the processes are host processes or gone."""
+"""gpu_info through real Ansible runs on localhost, for every source: the real nvidia-ml-py
+bindings loading the fake libnvidia-ml.so.1 from LD_LIBRARY_PATH, the fake nvidia-smi first on
+PATH (rendering the same state, or replaying recorded real outputs), and snapshots on disk. No
+Docker here: the processes are host processes or gone.
+
+The runs that stand alone are the tasks of one ansible-playbook (RUNS), each with its host's
+environment: a run of Ansible costs half a CPU-second before its first task, and these are a
+score of them. The snapshot's runs follow one another on one file, each an ``ansible`` ad-hoc
+run."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import shutil
 
 import pytest
 
+from conftest import run_ansible
 from support.adhoc import run_module
 from fakegpu.simulated import (
     RTX_PRO_6000_MAXQ,
@@ -53,8 +59,72 @@ def cards(tmp_path, nvml_library):
     return write
 
 
-def gpu_info(env, check_mode=False, python=None, **args):
-    return run_module("llmfleet.seats.gpu_info", args, extra_env=env, check_mode=check_mode, python=python)
+def gpu_info(env, check_mode=False, **args):
+    """One ``ansible localhost -m llmfleet.seats.gpu_info`` run: (exit code, the host's result)."""
+    return run_module("llmfleet.seats.gpu_info", args, extra_env=env, check_mode=check_mode)
+
+
+def run(gpus=None, faults=None, system_python=False, no_library=False, recording=None, **args):
+    """A gpu_info run of RUNS: its module arguments, on a host with ``gpus`` (fv-ml1's cards
+    unless said) and the driver ``faults``; run by the system's python3, which has no
+    nvidia-ml-py; with no libnvidia-ml on the library path; the fake nvidia-smi replaying
+    ``recording``."""
+    return {"gpus": FV_ML1 if gpus is None else gpus, "faults": faults, "system_python": system_python,
+            "no_library": no_library, "recording": recording, "args": args}
+
+
+LOST_GPU = {"gpu_lost": [1]}
+NO_DRIVER = {"nvmlInit": "NVML_ERROR_DRIVER_NOT_LOADED"}
+OLD_DRIVER = {"nvmlDeviceGetMemoryInfo_v2": "NVML_ERROR_FUNCTION_NOT_FOUND"}
+RECORDED = ("h200_x8", "a100_mig", "old_driver_no_reserved", "no_devices")
+RECORDED_FAILURES = ("no_driver", "version_mismatch", "malformed_row")
+RUNS = {
+    "nvml": run(source="nvml"),
+    "nvidia-smi": run(source="nvidia-smi"),
+    "auto": run(),
+    "auto without libnvidia-ml": run(no_library=True),
+    "nvml without the bindings": run(source="nvml", system_python=True),
+    "auto without the bindings": run(system_python=True),
+    "nvml, driver not loaded": run(faults=NO_DRIVER, source="nvml"),
+    "nvidia-smi, driver not loaded": run(faults=NO_DRIVER, source="nvidia-smi"),
+    "auto, driver not loaded": run(faults=NO_DRIVER),
+    "nvml, a lost GPU": run(faults=LOST_GPU, source="nvml"),
+    "nvidia-smi, a lost GPU": run(faults=LOST_GPU, source="nvidia-smi"),
+    "nvml, an old driver": run(faults=OLD_DRIVER, source="nvml"),
+    "nvml, no GPU": run(gpus=[], source="nvml"),
+    "nvidia-smi, no GPU": run(gpus=[], source="nvidia-smi"),
+    **{"recorded " + name: run(recording=name, source="nvidia-smi", attribute_processes=False) for name in RECORDED},
+    **{"recorded failure " + name: run(recording=name, source="nvidia-smi") for name in RECORDED_FAILURES},
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, nvml_library):
+    """name -> the host's result of each run of RUNS, all tasks of one real ansible-playbook
+    (each with its own environment and python; a failed one does not stop the others)."""
+    root = tmp_path_factory.mktemp("gpu-info-runs")
+    (root / "no-driver-lib").mkdir()
+    tasks = []
+    for number, (name, case) in enumerate(RUNS.items()):
+        if case["system_python"] and SYSTEM_PYTHON is None:
+            continue  # its test is skipped
+        env = fake_gpu_env(write_state(root / ("state-%d.json" % number), state(case["gpus"], faults=case["faults"])),
+                           nvml_library)
+        if case["no_library"]:
+            env["LD_LIBRARY_PATH"] = str(root / "no-driver-lib")
+        if case["recording"]:
+            env["FAKE_NVIDIA_SMI_FIXTURE"] = str(fixture(case["recording"]))
+        task = {"name": name, "llmfleet.seats.gpu_info": case["args"], "environment": env, "ignore_errors": True}
+        if case["system_python"]:
+            task["vars"] = {"ansible_python_interpreter": SYSTEM_PYTHON}
+        tasks.append(task)
+    playbook = root / "runs.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    proc = run_ansible(["ansible-playbook", str(playbook)], extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+    try:
+        return {task["task"]["name"]: task["hosts"]["localhost"] for task in json.loads(proc.stdout)["plays"][0]["tasks"]}
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("no JSON result (rc=%d)\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, proc.stdout, proc.stderr))
 
 
 def comparable(result):
@@ -63,11 +133,9 @@ def comparable(result):
         "processes": [(p["pid"], p["used_mib"], p["name"]) for p in g["processes"]]} for g in result["gpus"]]
 
 
-def test_nvml_and_nvidia_smi_read_the_same_cards(cards):
-    env = cards()
-    rc_nvml, by_nvml = gpu_info(env, source="nvml")
-    rc_smi, by_smi = gpu_info(env, source="nvidia-smi")
-    assert rc_nvml == 0 and rc_smi == 0
+def test_nvml_and_nvidia_smi_read_the_same_cards(runs):
+    by_nvml, by_smi = runs["nvml"], runs["nvidia-smi"]
+    assert not by_nvml.get("failed") and not by_smi.get("failed")
     assert (by_nvml["source"], by_smi["source"]) == ("nvml", "nvidia-smi")
     assert comparable(by_nvml) == comparable(by_smi)
     gpu0 = by_nvml["gpus"][0]
@@ -81,12 +149,10 @@ def test_nvml_and_nvidia_smi_read_the_same_cards(cards):
     assert gpu0["unattributed_mib"] == gpu0["memory_used_mib"] and gpu0["unlisted_mib"] == 432
 
 
-def test_auto_uses_nvml_and_falls_back_to_nvidia_smi_saying_why(cards, tmp_path):
-    env = cards()
-    assert gpu_info(env)[1]["source"] == "nvml"
-    (tmp_path / "no-driver-lib").mkdir()
-    rc, result = gpu_info(dict(env, LD_LIBRARY_PATH=str(tmp_path / "no-driver-lib")))
-    assert rc == 0 and result["source"] == "nvidia-smi"
+def test_auto_uses_nvml_and_falls_back_to_nvidia_smi_saying_why(runs):
+    assert runs["auto"]["source"] == "nvml"
+    result = runs["auto without libnvidia-ml"]
+    assert not result.get("failed") and result["source"] == "nvidia-smi"
     assert result["warnings"][0].startswith(
         "read with nvidia-smi because NVML could not be used: NVML nvmlInit failed with "
         "NVML_ERROR_LIBRARY_NOT_FOUND (NVML Shared Library Not Found): libnvidia-ml.so.1 is not on this "
@@ -95,59 +161,55 @@ def test_auto_uses_nvml_and_falls_back_to_nvidia_smi_saying_why(cards, tmp_path)
 
 
 @pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no /usr/bin/python3")
-def test_a_host_without_the_bindings(cards):
-    env = cards()
-    rc, result = gpu_info(env, source="nvml", python=SYSTEM_PYTHON)
-    assert rc != 0 and result["failed"] is True
+def test_a_host_without_the_bindings(runs):
+    result = runs["nvml without the bindings"]
+    assert result["failed"] is True
     assert result["msg"].startswith("Failed to import the required Python library (nvidia-ml-py)")
     assert "to read the GPUs with source=nvml" in result["msg"]
-    rc, result = gpu_info(env, python=SYSTEM_PYTHON)
-    assert rc == 0 and result["source"] == "nvidia-smi"
+    result = runs["auto without the bindings"]
+    assert not result.get("failed") and result["source"] == "nvidia-smi"
     assert result["warnings"][0] == ("read with nvidia-smi because NVML could not be used: NVML: the "
                                      "nvidia-ml-py bindings (import pynvml) are not installed on this host")
 
 
-def test_driver_not_loaded(cards):
-    env = cards(faults={"nvmlInit": "NVML_ERROR_DRIVER_NOT_LOADED"})
+def test_driver_not_loaded(runs):
     nvml_msg = ("NVML nvmlInit failed with NVML_ERROR_DRIVER_NOT_LOADED (Driver Not Loaded): the NVIDIA kernel "
                 "module is not loaded: check `lsmod | grep nvidia` and `dmesg`; after a kernel update rebuild "
                 "the module (DKMS) and reboot")
     smi_msg = ": nvidia-smi cannot talk to the NVIDIA driver (exit 9): the kernel module is not loaded"
-    rc, result = gpu_info(env, source="nvml")
-    assert rc != 0 and result["msg"] == nvml_msg
-    rc, result = gpu_info(env, source="nvidia-smi")
-    assert rc != 0 and result["msg"].startswith("nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,")
+    result = runs["nvml, driver not loaded"]
+    assert result["failed"] and result["msg"] == nvml_msg
+    result = runs["nvidia-smi, driver not loaded"]
+    assert result["failed"] and result["msg"].startswith("nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,")
     assert smi_msg in result["msg"]
-    rc, result = gpu_info(env)
-    assert rc != 0 and result["msg"].endswith("; before that, " + nvml_msg)
+    result = runs["auto, driver not loaded"]
+    assert result["failed"] and result["msg"].endswith("; before that, " + nvml_msg)
     assert "\n" not in result["msg"]
 
 
-def test_a_lost_gpu_is_named(cards):
-    env = cards(faults={"gpu_lost": [1]})
-    rc, result = gpu_info(env, source="nvml")
-    assert rc != 0 and result["msg"].startswith(
+def test_a_lost_gpu_is_named(runs):
+    result = runs["nvml, a lost GPU"]
+    assert result["failed"] and result["msg"].startswith(
         "NVML nvmlDeviceGetHandleByIndex on GPU 1 failed with NVML_ERROR_GPU_IS_LOST (GPU is lost): the GPU has "
         "fallen off the bus (look for Xid 79 in `dmesg`)")
-    rc, result = gpu_info(env, source="nvidia-smi")
-    assert rc != 0 and ('"Unable to determine the device handle for GPU00000000:28:00.0: GPU is lost. Reboot '
-                        'the system to recover this GPU"' in result["msg"])
+    result = runs["nvidia-smi, a lost GPU"]
+    assert result["failed"] and ('"Unable to determine the device handle for GPU00000000:28:00.0: GPU is lost. Reboot '
+                                 'the system to recover this GPU"' in result["msg"])
 
 
-def test_an_old_driver_without_reserved_memory(cards):
-    rc, result = gpu_info(cards(faults={"nvmlDeviceGetMemoryInfo_v2": "NVML_ERROR_FUNCTION_NOT_FOUND"}), source="nvml")
-    assert rc == 0
+def test_an_old_driver_without_reserved_memory(runs):
+    result = runs["nvml, an old driver"]
+    assert not result.get("failed")
     gpu0 = result["gpus"][0]
     assert gpu0["memory_reserved_mib"] is None and gpu0["memory_used_mib"] == 532 + 432 + 27810 + 3462
     assert len(result["warnings"]) == 4
     assert result["warnings"][0].startswith("GPU 0: this driver has no nvmlDeviceGetMemoryInfo_v2")
 
 
-def test_a_host_with_no_gpu(cards):
-    env = cards(gpus=[])
+def test_a_host_with_no_gpu(runs):
     for source in ("nvml", "nvidia-smi"):
-        rc, result = gpu_info(env, source=source)
-        assert rc == 0 and result["gpus"] == [] and result["source"] == source
+        result = runs["%s, no GPU" % source]
+        assert not result.get("failed") and result["gpus"] == [] and result["source"] == source
 
 
 @pytest.mark.parametrize("recording, check", [
@@ -161,10 +223,9 @@ def test_a_host_with_no_gpu(cards):
                               "includes reserved memory"]),
     ("no_devices", lambda r: r["gpus"] == [] and r["driver_version"] is None),
 ])
-def test_recorded_nvidia_smi_outputs_through_the_module(cards, recording, check):
-    env = dict(cards(), FAKE_NVIDIA_SMI_FIXTURE=str(fixture(recording)))
-    rc, result = gpu_info(env, source="nvidia-smi", attribute_processes=False)
-    assert rc == 0 and check(result), result
+def test_recorded_nvidia_smi_outputs_through_the_module(runs, recording, check):
+    result = runs["recorded " + recording]
+    assert not result.get("failed") and check(result), result
 
 
 @pytest.mark.parametrize("recording, message", [
@@ -173,10 +234,9 @@ def test_recorded_nvidia_smi_outputs_through_the_module(cards, recording, check)
                          "without a reboot; reboot the host"),
     ("malformed_row", "nvidia-smi --query-gpu: row 1 has 5 values for the 10 columns"),
 ])
-def test_recorded_failures_are_one_line(cards, recording, message):
-    env = dict(cards(), FAKE_NVIDIA_SMI_FIXTURE=str(fixture(recording)))
-    rc, result = gpu_info(env, source="nvidia-smi")
-    assert rc != 0 and message in result["msg"] and "\n" not in result["msg"]
+def test_recorded_failures_are_one_line(runs, recording, message):
+    result = runs["recorded failure " + recording]
+    assert result["failed"] and message in result["msg"] and "\n" not in result["msg"]
     assert "Traceback" not in json.dumps(result)
 
 
