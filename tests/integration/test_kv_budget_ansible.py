@@ -80,8 +80,9 @@ def test_filters_render_in_a_real_run():
 def test_ansible_doc_renders_the_module_and_filters():
     module = run_ansible(["ansible-doc", "llmfleet.seats.kv_budget"])
     assert module.returncode == 0 and "kv_cache_memory_bytes" in module.stdout
-    for name in ("kv_cache_tokens", "kv_cache_bytes", "kv_budget", "to_bytes", "human_bytes",
-                 "published_max_model_len"):
-        proc = run_ansible(["ansible-doc", "-t", "filter", "llmfleet.seats.%s" % name])
-        assert proc.returncode == 0, proc.stderr
-        assert "llmfleet.seats.%s" % name in proc.stdout
+    names = ["llmfleet.seats.%s" % name for name in ("kv_cache_tokens", "kv_cache_bytes", "kv_budget", "to_bytes",
+                                                     "human_bytes", "published_max_model_len")]
+    filters = run_ansible(["ansible-doc", "-t", "filter", *names])
+    assert filters.returncode == 0, filters.stderr
+    # each filter's page starts with its own name
+    assert [line.split()[2] for line in filters.stdout.splitlines() if line.startswith("> FILTER ")] == names
