@@ -183,33 +183,36 @@ def test_seats_in_one_run_validate_all_before_writing_any(tmp_path):
 def test_an_operators_own_copy_writes_what_the_window_writes(tmp_path):
     """seat_file_texts and ansible.builtin.copy with backup: the same bytes and modes seat_files
     writes, for either runtime, and the second copy changes nothing."""
-    for runtime in ("compose", "systemd"):
-        seat = dict(SEAT, runtime=runtime)
-        project = tmp_path / runtime / "gen-small"
-        play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
-            {"ansible.builtin.file": {"path": str(project), "state": "directory", "mode": "0755"}},
-            {"ansible.builtin.copy": {"content": "{{ item.content }}", "dest": "{{ item.path }}",
-                                      "mode": "{{ item.mode }}", "backup": True},
-             "loop": "{{ seat | llmfleet.seats.seat_file_texts(project, 'fv-ml1') }}",
-             "loop_control": {"label": "{{ item.path }}"}, "no_log": True, "register": "copied"},
-            {"ansible.builtin.copy": {"content": "{{ copied.results | map(attribute='changed') | list | to_json }}",
-                                      "dest": str(tmp_path / runtime / "changed.json"), "mode": "0644"}}],
-            "vars": {"seat": seat, "project": str(project)}}]
-        path = tmp_path / runtime / "copy.yml"
-        path.parent.mkdir()
-        path.write_text(json.dumps(play))
-        for attempt in (1, 2):
-            proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(path)])
-            assert proc.returncode == 0, proc.stdout + proc.stderr
+    runtimes = ("compose", "systemd")
+    projects = {runtime: tmp_path / runtime / "gen-small" for runtime in runtimes}
+    plays = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.file": {"path": str(project), "state": "directory", "mode": "0755"}},
+        {"ansible.builtin.copy": {"content": "{{ item.content }}", "dest": "{{ item.path }}",
+                                  "mode": "{{ item.mode }}", "backup": True},
+         "loop": "{{ seat | llmfleet.seats.seat_file_texts(project, 'fv-ml1') }}",
+         "loop_control": {"label": "{{ item.path }}"}, "no_log": True, "register": "copied"},
+        {"ansible.builtin.copy": {"content": "{{ copied.results | map(attribute='changed') | list | to_json }}",
+                                  "dest": str(tmp_path / runtime / "changed.json"), "mode": "0644"}}],
+        "vars": {"seat": dict(SEAT, runtime=runtime), "project": str(project)}} for runtime, project in projects.items()]
+    path = tmp_path / "copy.yml"
+    path.write_text(json.dumps(plays))
+    for attempt in (1, 2):
+        proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(path)])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for runtime in runtimes:
             changed = json.loads((tmp_path / runtime / "changed.json").read_text())
             assert changed and all(changed) if attempt == 1 else not any(changed), (runtime, attempt, changed)
-        copied = {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in project.iterdir()}
+    copied = {}
+    for runtime, project in projects.items():
+        copied[runtime] = {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in project.iterdir()}
         for p in project.iterdir():
             p.unlink()
-        task = {"llmfleet.seats.seat_files": {"project_dir": str(project), "host": "fv-ml1", "seat": seat}}
-        window = tmp_path / runtime / "window.yml"
-        window.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
-        proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(window)])
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    window = tmp_path / "window.yml"
+    window.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"llmfleet.seats.seat_files": {"project_dir": str(project), "host": "fv-ml1",
+                                       "seat": dict(SEAT, runtime=runtime)}} for runtime, project in projects.items()]}]))
+    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(window)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for runtime, project in projects.items():
         written = {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in project.iterdir()}
-        assert copied == written, runtime
+        assert copied[runtime] == written, runtime
