@@ -11,7 +11,9 @@ Shipping a module costs a Python start and the module's imports for every host a
 of a fleet plan's time. On a local connection without become, async or a task environment, the
 same module_utils function runs here, after the same argument checks AnsibleModule makes, and
 fails with the same one-line messages; so does a call that reads nothing from its target,
-whatever the connection. Anywhere else the module runs."""
+whatever the connection. Anywhere else the module runs. The run id a window gives every module
+(seat_rebalance's block) is no environment here: it marks what a module starts on a GPU host,
+and nothing done here starts anything."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmfleet.seats.plugins.module_utils._common.errors import EXPECTED, operator_message
+from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.lock import RUN_ID_VARIABLE
 
 _LOCAL = ("local", "ansible.builtin.local")
 
@@ -49,7 +52,14 @@ class InProcessModule(ActionBase):
 
     def _on_controller(self):
         return (self._connection.transport in _LOCAL and not self._play_context.become
-                and not self._task.async_val and not any(self._task.environment or []))
+                and not self._task.async_val and not set(self._environment()) - {RUN_ID_VARIABLE})
+
+    def _environment(self):
+        """The task's environment as Ansible would give a shipped module: ``{name: value}``."""
+        environment = {}
+        if any(self._task.environment or []):
+            self._compute_environment_string(environment)
+        return environment
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -1,7 +1,8 @@
 """seat_plan, rebalance_report, and gpu_info reading a snapshot, run in Ansible's own process on
 the controller (their action plugins) and give what the shipped module gives: the same plan
 and report, the same refusals in the same words, the same check mode. A task environment makes Ansible ship the
-module, so one playbook run holds both paths; -vvv shows which one each task took.
+module, so one playbook run holds both paths; -vvv shows which one each task took. The run id
+alone (what seat_rebalance gives every module of a window) is no such environment.
 
 seat_gates' phases that read nothing from the host are computed here whatever the connection:
 those tasks keep an SSH connection to a listening socket of this test, which no task may reach."""
@@ -22,6 +23,7 @@ from support.listener import Listener
 FLEET = REPO_ROOT / "tests" / "integration" / "fleets" / "twin-pair"
 SNAPSHOT = REPO_ROOT / "inventories" / "fv-ml1" / "snapshots" / "plateau-20261007.json"
 SHIPPED = {"LLMFLEET_SHIPPED": "1"}  # any task environment: the module runs as a process
+RUN_ID = {"LLMFLEET_RUN_ID": "r1"}  # but the run id alone: it runs here
 
 PLAN_ARGS = {"host": "{{ inventory_hostname }}", "gpus": "{{ llmfleet_gpus }}", "seats": "{{ llmfleet_seats }}",
              "seat_defaults": "{{ llmfleet_seat_defaults }}", "inventory_dir": "{{ inventory_dir }}",
@@ -82,6 +84,9 @@ def runs(tmp_path_factory):
            _task("again", "seat_plan", dict(PLAN_ARGS, output_dir=str(out / "plans")), diff=True),
            _task("report_here", "rebalance_report", _report(out / "report-here")),
            _task("report_shipped", "rebalance_report", _report(out / "report-shipped"), environment=SHIPPED),
+           _task("report_run_id", "rebalance_report", _report(out / "report-run-id"), environment=RUN_ID),
+           _task("report_run_id_and_more", "rebalance_report", _report(out / "report-run-id-and-more"),
+                 environment=dict(RUN_ID, **SHIPPED)),
            {"name": "keep the results", "delegate_to": "localhost",
             "ansible.builtin.copy": {"dest": str(out / "results.json"), "mode": "0644",
                                      "content": "{{ results | to_json }}"},
@@ -89,7 +94,8 @@ def runs(tmp_path_factory):
                 "plan_here", "plan_shipped", "unknown_here", "unknown_shipped", "mistyped_here",
                 "mistyped_shipped", "not_a_dir_here", "not_a_dir_shipped", "bad_seat_here", "bad_seat_shipped", "snapshot_here",
                 "snapshot_shipped", "no_snapshot_here", "no_snapshot_shipped", "no_path_here",
-                "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped",
+                "no_path_shipped", "dry", "written", "again", "report_here", "report_shipped", "report_run_id",
+                "report_run_id_and_more",
                 *("gates_" + name for name in GATES))}}}])
     (out / "a-file").write_text("not a directory\n")
     playbook = out / "play.yml"
@@ -110,7 +116,8 @@ def test_only_the_shipped_tasks_start_a_module_process(runs):
         return len(re.findall(r"^<[^>]+> PUT \S+ TO \S+/AnsiballZ_%s\.py$" % module, stdout, re.M))
     assert shipped("seat_plan") == 5, "the five seat_plan tasks with an environment, and no other"
     assert shipped("gpu_info") == 3, "the three gpu_info tasks with an environment, and no other"
-    assert shipped("rebalance_report") == 1, "the rebalance_report task with an environment, and no other"
+    assert shipped("rebalance_report") == 2, \
+        "the rebalance_report tasks with an environment beyond the run id, and no other"
     assert shipped("seat_gates") == 0, "no seat_gates phase that reads nothing from the host ships"
 
 
@@ -182,7 +189,8 @@ def test_the_plan_files_are_written_once_with_their_diff(runs):
 def test_the_same_report_either_way(runs):
     out, _stdout, results = runs
     here, shipped = results["report_here"], results["report_shipped"]
-    assert here["changed"] and shipped["changed"]
+    assert here["changed"] and shipped["changed"] and results["report_run_id"]["changed"]
     assert [Path(path).name for path in here["paths"]] == ["report.json", "report.md", "twin1.svg"]
     for name in ("report.json", "report.md", "twin1.svg"):
-        assert (out / "report-here" / name).read_text() == (out / "report-shipped" / name).read_text()
+        for other in ("report-shipped", "report-run-id", "report-run-id-and-more"):
+            assert (out / "report-here" / name).read_text() == (out / other / name).read_text()
