@@ -30,8 +30,8 @@ attributes:
     support: partial
     details:
       - O(source=snapshot) on the controller (a local connection without become, async or a
-        task environment, as when delegated to localhost) is read in Ansible's own process,
-        with the same checks and results; every other read runs the module.
+        task environment beyond a window's run id, as when delegated to localhost) is read in
+        Ansible's own process, with the same checks and results; every other read runs the module.
   check_mode:
     details:
       - Reading changes nothing. The one thing the module can write is O(save_snapshot_path); in

@@ -41,9 +41,9 @@ attributes:
   action:
     support: full
     details:
-      - On the controller (a local connection without become, async or a task environment, as
-        when delegated to localhost) the plan is made in Ansible's own process, with the same
-        checks and results; elsewhere the module runs as usual.
+      - On the controller (a local connection without become, async or a task environment
+        beyond a window's run id, as when delegated to localhost) the plan is made in Ansible's
+        own process, with the same checks and results; elsewhere the module runs as usual.
   check_mode:
     support: full
     details:
