@@ -15,8 +15,7 @@ import shutil
 
 import pytest
 
-from conftest import run_ansible
-from support.adhoc import run_module
+from support.adhoc import play_tasks, run_module
 from fakegpu.simulated import (
     RTX_PRO_6000_MAXQ,
     RTX_PRO_6000_MIB,
@@ -118,13 +117,7 @@ def runs(tmp_path_factory, nvml_library):
         if case["system_python"]:
             task["vars"] = {"ansible_python_interpreter": SYSTEM_PYTHON}
         tasks.append(task)
-    playbook = root / "runs.yml"
-    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
-    proc = run_ansible(["ansible-playbook", str(playbook)], extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
-    try:
-        return {task["task"]["name"]: task["hosts"]["localhost"] for task in json.loads(proc.stdout)["plays"][0]["tasks"]}
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError("no JSON result (rc=%d)\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+    return play_tasks(tasks, root)[1]
 
 
 def comparable(result):

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT, run_ansible
+from support.adhoc import play_tasks
 from support.listener import Listener
 
 pytestmark = pytest.mark.slow
@@ -748,14 +749,8 @@ def module_refusals(tmp_path_factory):
         text = json.dumps(args).replace("{dir}", str(case_dir))
         tasks.append({"name": label, "llmfleet.seats.%s" % module: json.loads(text),
                       "register": "case_%03d" % number, "ignore_errors": True})
-    playbook = root / "modules.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}], sort_keys=False))
-    proc = run_ansible(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)],
-                       extra_env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}, timeout=600)
+    proc, results = play_tasks(tasks, root, "-i", "localhost,", "-c", "local", timeout=600)
     assert "Traceback" not in proc.stdout + proc.stderr
-    results = {}
-    for task in json.loads(proc.stdout)["plays"][0]["tasks"]:
-        results[task["task"]["name"]] = task["hosts"]["localhost"]
     return root, results
 
 
