@@ -40,6 +40,9 @@ def _module_cache() -> Path:
 
 
 MODULE_CACHE = _module_cache()
+# The code Jinja compiles from each template (tests/support/controller/callback/kept_templates.py),
+# named by what it is compiled from and by the versions that compile it
+TEMPLATE_CACHE = REPO_ROOT / ".build" / "test-templates"
 
 
 def ansible_env(extra: dict | None = None) -> dict:
@@ -68,12 +71,15 @@ def ansible_env(extra: dict | None = None) -> dict:
     env.update(extra or {})
     if env["ANSIBLE_COLLECTIONS_PATH"] == str(COLLECTIONS):
         # the same sources build the same zips: one build per suite (an installed copy builds its
-        # own); and each run imports the collection's controller plugins once, not in every worker
+        # own); each run imports the collection's controller plugins once, not in every worker;
+        # and a template's code, compiled once, is what every worker of every run renders it with
         enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name]
         env.update({
             "ANSIBLE_CALLBACK_PLUGINS": str(REPO_ROOT / "tests" / "support" / "controller" / "callback"),
-            "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache", "preloaded_plugins"]),
+            "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache", "preloaded_plugins",
+                                                             "kept_templates"]),
             "LLMFLEET_TEST_MODULE_CACHE": env.get("LLMFLEET_TEST_MODULE_CACHE", str(MODULE_CACHE)),
+            "LLMFLEET_TEST_TEMPLATE_CACHE": env.get("LLMFLEET_TEST_TEMPLATE_CACHE", str(TEMPLATE_CACHE)),
         })
     return env
 

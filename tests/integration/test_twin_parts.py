@@ -434,3 +434,52 @@ def test_the_test_runs_compile_a_collection_file_once(tmp_path):
     plugins = [path for kind in ("filter", "action", "lookup") for path in (REPO / "plugins" / kind).glob("*.py")]
     assert len(runs[0]) > len(plugins), "every plugin the run imported, and their module_utils"
     assert runs[1] == runs[0]
+
+
+def test_the_test_runs_keep_a_templates_code_and_render_it_as_jinja_compiles_it(tmp_path):
+    """Each ansible-playbook of the suite keeps the code Jinja compiles from a template or a
+    conditional (CONTRIBUTING.md): the kept code renders what a compile renders (Ansible's
+    backslash escaping, statements, conditionals, a template that does not compile), a second
+    run keeps nothing anew, and what is kept is what runs."""
+    kept = tmp_path / "templates"
+
+    def run(name, tasks, cache):
+        playbook = tmp_path / ("%s.yml" % name)
+        playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+        proc = run_ansible(["ansible-playbook", str(playbook)], {
+            "LLMFLEET_TEST_TEMPLATE_CACHE": cache, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+        return [(task["task"]["name"], {key: task["hosts"]["localhost"].get(key) for key in ("msg", "failed", "skipped")})
+                for task in json.loads(proc.stdout)["plays"][0]["tasks"]]
+
+    def files():
+        return {path.name: path.stat().st_mtime_ns for path in kept.iterdir()}
+
+    tasks = [
+        {"name": "a backslash in an expression",
+         "ansible.builtin.debug": {"msg": "{{ 'gpu-7' | regex_replace('^gpu-(\\d+)$', 'card \\1') }}"}},
+        {"name": "a statement", "ansible.builtin.debug": {"msg": "{% for n in [1, 2] %}{{ n * 2 }},{% endfor %}"}},
+        {"name": "a conditional", "ansible.builtin.debug": {"msg": "taken"}, "when": "[3, 4] | sum == 7"},
+        {"name": "a conditional that is false", "ansible.builtin.debug": {"msg": "not taken"}, "when": "[3, 4] | sum == 8"},
+        {"name": "an assertion", "ansible.builtin.assert": {
+            "that": ["'1GiB' | llmfleet.seats.to_bytes == 1073741824"], "quiet": True}},
+        {"name": "a template that does not compile", "ansible.builtin.debug": {"msg": "{{ 1 + }}"}, "ignore_errors": True},
+    ]
+    compiled = run("compiled", tasks, "")
+    assert compiled[0][1]["msg"] == "card 7" and compiled[1][1]["msg"] == "2,4,"
+    assert compiled[3][1]["skipped"] and compiled[5][1]["failed"] and "syntax" in compiled[5][1]["msg"].lower()
+    assert not kept.exists()
+    assert run("kept", tasks, str(kept)) == compiled
+    first = files()
+    assert len(first) >= 5 and oct(kept.stat().st_mode & 0o777) == "0o700"
+    assert run("kept-again", tasks, str(kept)) == compiled
+    assert files() == first, "a second run compiles and keeps nothing anew"
+
+    # what is kept is what runs: the code kept for one template, swapped for another's
+    run("second", [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}], str(kept))
+    [second] = set(files()) - set(first)
+    run("third", [{"name": "third", "ansible.builtin.debug": {"msg": "{{ 'thi' ~ 'rd' }}"}}], str(kept))
+    [third] = set(files()) - set(first) - {second}
+    (kept / second).write_bytes((kept / third).read_bytes())
+    assert run("swapped", [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}],
+               str(kept))[0][1]["msg"] == "third"
+
