@@ -482,4 +482,3 @@ def test_the_test_runs_keep_a_templates_code_and_render_it_as_jinja_compiles_it(
     (kept / second).write_bytes((kept / third).read_bytes())
     assert run("swapped", [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}],
                str(kept))[0][1]["msg"] == "third"
-
