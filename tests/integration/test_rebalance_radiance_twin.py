@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO_ROOT, VENV_BIN, ansible_env
 from support.rollout import live, twin_pair
-from support.wait import DOCKER_HEALTH_POLL_S, wait_for
+from support.wait import DOCKER_HEALTH_POLL_S, DOCKER_STATE_POLL_S, wait_for
 
 from twinlib import fleet as twin_fleet
 
@@ -236,7 +236,7 @@ def test_a_pin_past_the_hosts_ram_takes_its_seats_down(twin):
     log = (host().dir / "logs" / "fakegpud.log").read_text()
     assert "host out of memory: pinned memory exhausted the host's RAM" in log
     wait_for(lambda: all(_restarts(name) > count for name, count in restarts.items()),
-             what="docker to restart the seats the host's OOM killed")
+             what="docker to restart the seats the host's OOM killed", interval=DOCKER_STATE_POLL_S)
     healthy()
 
 

@@ -24,7 +24,7 @@ import yaml
 from conftest import REPO_ROOT, run_ansible
 from support.rollout import (FLEET, PLAYBOOK, address_of, assert_rolled_back, fleet_with, rebalance, report_of, state,
                              twin_pair)
-from support.wait import DOCKER_HEALTH_POLL_S, wait_for
+from support.wait import DOCKER_HEALTH_POLL_S, DOCKER_STATE_POLL_S, wait_for
 
 from twinlib import fleet
 from twinlib.host import SYSTEMD_CONTAINER
@@ -226,7 +226,8 @@ def test_systemd_restarts_a_seat_whose_server_exited_clean(systemd_fleet):
     host.docker(["stop", "--time", "5", "vllm-delta"])  # SIGTERM: the server shuts down and exits 0
     assert host.docker(["inspect", "--format", "{{.State.ExitCode}}", "vllm-delta"],
                        check=False).stdout.strip() in ("0", "")
-    wait_for(lambda: systemctl_show("NRestarts")["NRestarts"] == "1", what="systemd to restart delta")
+    wait_for(lambda: systemctl_show("NRestarts")["NRestarts"] == "1", what="systemd to restart delta",
+             interval=DOCKER_STATE_POLL_S)
     wait_for(lambda: seat_state()["containers"].get("vllm-delta", ("", "", False))[1:] == ("running", True),
              what="delta's new container to be healthy", interval=DOCKER_HEALTH_POLL_S)
     assert host.docker(["inspect", "--format", "{{.Id}}", "vllm-delta"]).stdout.strip() != first
@@ -283,7 +284,7 @@ def test_a_seat_an_operator_runs_with_systemd_is_adopted_as_a_systemd_seat(syste
         on_twin2("systemctl", "daemon-reload")
         on_twin2("systemctl", "start", "qwen-op.service")
         wait_for(lambda: seat_state()["containers"].get("qwen-op", ("", "", False))[1] == "running",
-                 what="the operator's qwen-op to run")
+                 what="the operator's qwen-op to run", interval=DOCKER_STATE_POLL_S)
         out = tmp_path / "adopted"
         proc = run_ansible(["ansible-playbook", "-i", systemd_fleet["inventory"], "-l", "twin2",
                             str(REPO_ROOT / "playbooks" / "adopt.yml"), "-e", "adopt_output=%s" % out])

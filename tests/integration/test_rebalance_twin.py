@@ -42,6 +42,7 @@ from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import e
 from conftest import run_ansible
 from support.rollout import (FLEET, ONLY_TWIN1, assert_rolled_back, fleet, fleet_with, gates_failed,
                              rebalance, report_of, state, states, twin, twin_pair, wait_for, wait_healthy)
+from support.wait import DOCKER_STATE_POLL_S
 
 pytestmark = [pytest.mark.twin, pytest.mark.rollout, pytest.mark.slow]
 
@@ -223,7 +224,8 @@ def test_an_interrupted_run_is_recovered_by_the_next_one(twin_inventory, tmp_pat
                                         "environment": {"FAKE_VLLM_BOOT_DELAY_S": "30"}})
     first = rebalance(hosts, twin_inventory, tmp_path / "first", background=True)
     try:
-        wait_for(lambda: _alpha_recreated(old_alpha), what="alpha recreated by the first run")
+        wait_for(lambda: _alpha_recreated(old_alpha), what="alpha recreated by the first run",
+                 interval=DOCKER_STATE_POLL_S)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
@@ -255,7 +257,7 @@ def test_a_host_lost_mid_run_stops_the_rollout_and_the_next_run_recovers(twin_in
                                         "environment": {"FAKE_VLLM_BOOT_DELAY_S": "30"}})
     first = rebalance(hosts, twin_inventory, tmp_path / "first", background=True)
     try:
-        wait_for(lambda: _alpha_booting(old_alpha), what="alpha booting in its wave")
+        wait_for(lambda: _alpha_booting(old_alpha), what="alpha booting in its wave", interval=DOCKER_STATE_POLL_S)
         subprocess.run(["ip", "link", "set", veth, "down"], check=True)
         out = first.communicate(timeout=300)[0]
     finally:
@@ -269,7 +271,7 @@ def test_a_host_lost_mid_run_stops_the_rollout_and_the_next_run_recovers(twin_in
 
     again = fleet_with(tmp_path / "again", alpha={"max_model_len": 28672})
     wait_for(lambda: run_ansible(["ansible", "twin1", "-i", str(again), "-i", twin_inventory,
-                                  "-m", "ping"]).returncode == 0, what="twin1 back on the network")
+                                  "-m", "ping"]).returncode == 0, what="twin1 back on the network", interval=1)
     rebalance(again, twin_inventory, tmp_path / "second")
     report = report_of(tmp_path / "second")
     assert report["hosts"]["twin1"]["status"] == "applied"
@@ -351,7 +353,8 @@ def _kill_while_alpha_boots(inventory: str, tmp_path: Path, max_model_len: int, 
                                         "environment": {"FAKE_VLLM_BOOT_DELAY_S": str(boot_delay_s)}})
     first = rebalance(hosts, inventory, tmp_path / "first", *ONLY_TWIN1, background=True)
     try:
-        wait_for(lambda: _alpha_booting(before["containers"]["vllm-alpha"][0]), what="alpha booting")
+        wait_for(lambda: _alpha_booting(before["containers"]["vllm-alpha"][0]), what="alpha booting",
+                 interval=DOCKER_STATE_POLL_S)
         held = _lock()
         assert held and held["controller"]["pid"] == first.pid
     finally:

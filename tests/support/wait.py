@@ -9,6 +9,10 @@ import time
 # fleets): a wait on docker's verdict that asked it ten times a second would only take CPU from
 # the lanes beside it, and once a second loses at most a second of the interval.
 DOCKER_HEALTH_POLL_S = 1.0
+# A wait on what docker says of a container (recreated, running, restarted) asks it through a
+# docker process and the host's dockerd, 15 ms of CPU or more each time: twice a second, for
+# states that last seconds (a stand-in's boot delay, systemd's restart).
+DOCKER_STATE_POLL_S = 0.5
 
 
 def wait_for(condition, timeout=120, what="condition", interval=0.1):
