@@ -13,7 +13,7 @@ the environment at hand, as ``from_string`` would make it: filters, tests and gl
 looked up when the template runs, never kept. A template that does not compile is never kept,
 so its error is raised as before; Ansible's template debugging (which writes the generated
 source to a file) bypasses the cache. tests/conftest.py's ansible_env enables this for runs of
-the checkout's own collection; tests/integration/test_kept_templates.py holds it to Jinja.
+the checkout's own collection; tests/integration/test_twin_parts.py holds it to Jinja.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import tempfile
 import jinja2
 from jinja2 import nodes
 from jinja2.environment import TemplateExpression
+from jinja2.utils import internalcode
 
 from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION
 from ansible.plugins.callback import CallbackBase
@@ -99,6 +100,7 @@ def _keep(path, code) -> None:
         pass  # compiled again next time
 
 
+@internalcode  # left out of a template error's traceback, as Jinja's compile is
 def kept_compile(environment, source, name=None, filename=None, raw=False, defer_init=False):
     """jinja2.Environment.compile, with the code of a template's text, or of the expression
     being compiled, kept."""
@@ -119,6 +121,7 @@ def kept_compile(environment, source, name=None, filename=None, raw=False, defer
     return code
 
 
+@internalcode
 def kept_compile_expression(environment, source, undefined_to_none=True):
     """AnsibleEnvironment.compile_expression, from the kept code of the expression when there
     is some (made into a template as Jinja's compile_expression makes it)."""
