@@ -29,26 +29,38 @@ def _named(code, filename):
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-def kept_compile(pathname, source):
-    """The code of ``source`` (bytes) as compile() would make it for ``pathname``: kept, or
-    compiled and kept."""
-    digest = hashlib.sha256(source).hexdigest()
-    path = os.path.join(CACHE, "%s-%s.code" % (digest, sys.implementation.cache_tag))
+def load_code(path):
+    """The code kept at ``path``, or None."""
     try:
         with open(path, "rb") as kept:
-            return _named(marshal.load(kept), pathname)
+            return marshal.load(kept)
     except (OSError, EOFError, ValueError, TypeError):
-        pass
-    code = _compile_source(pathname, source)
+        return None
+
+
+def keep_code(path, code):
+    """Keep ``code`` at ``path`` (its folder private), whole or not at all."""
     import tempfile  # only here: importing it costs more than a kept module saves
     try:
-        os.makedirs(CACHE, mode=0o700, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=CACHE)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=os.path.dirname(path))
         with os.fdopen(handle, "wb") as out:
             marshal.dump(code, out)
         os.replace(partial, path)
     except OSError:
         pass  # a host that cannot keep it compiles it again next time
+
+
+def kept_compile(pathname, source):
+    """The code of ``source`` (bytes) as compile() would make it for ``pathname``: kept, or
+    compiled and kept."""
+    digest = hashlib.sha256(source).hexdigest()
+    path = os.path.join(CACHE, "%s-%s.code" % (digest, sys.implementation.cache_tag))
+    code = load_code(path)
+    if code is not None:
+        return _named(code, pathname)
+    code = _compile_source(pathname, source)
+    keep_code(path, code)
     return code
 
 

@@ -8,22 +8,22 @@ of many hosts. What comes out depends only on the text and on the settings the c
 reads (the environment's lexer and code-generation settings, Ansible's backslash escaping, the
 versions of Jinja, Ansible and Python), so the code is kept under a digest of all of them, in
 the directory LLMFLEET_TEST_TEMPLATE_CACHE names, and the next worker of any run loads it
-(marshal) instead. The template object is made from it by Jinja's own ``from_code``, bound to
-the environment at hand, as ``from_string`` would make it: filters, tests and globals are
-looked up when the template runs, never kept. A template that does not compile is never kept,
-so its error is raised as before; Ansible's template debugging (which writes the generated
-source to a file) bypasses the cache. tests/conftest.py's ansible_env enables this for runs of
-the checkout's own collection; tests/integration/test_twin_parts.py holds it to Jinja.
+(marshal) instead, as the twin's hosts keep the modules' code (tests/twin/hostpython, whose
+sitecustomize every python of a test run imports first). The template object is made from it
+by Jinja's own ``from_code``, bound to the environment at hand, as ``from_string`` would make
+it: filters, tests and globals are looked up when the template runs, never kept. A template
+that does not compile is never kept, so its error is raised as before; Ansible's template
+debugging (which writes the generated source to a file) bypasses the cache.
+tests/conftest.py's ansible_env enables this for runs of the checkout's own collection;
+tests/integration/test_twin_parts.py holds it to Jinja.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
-import marshal
 import os
 import sys
-import tempfile
 
 import jinja2
 from jinja2 import nodes
@@ -35,13 +35,14 @@ from ansible.plugins.callback import CallbackBase
 
 try:  # the templating of ansible-core 2.19 and later; another core renders as it always has
     from ansible._internal._templating import _jinja_bits
+    from sitecustomize import keep_code, load_code
 
     if not all(hasattr(_jinja_bits, name) for name in ("_TemplateCompileContext", "_TEMPLATE_OVERRIDE_FIELD_NAMES")) \
             or not hasattr(getattr(_jinja_bits, "_TemplateConfig", None), "allow_embedded_templates") \
             or not hasattr(getattr(_jinja_bits, "AnsibleEnvironment", None), "_debuggable_template_source"):
         _jinja_bits = None
 except ImportError:
-    _jinja_bits = None
+    _jinja_bits = keep_code = load_code = None
 
 DOCUMENTATION = """
     name: kept_templates
@@ -81,25 +82,6 @@ def _path(environment, *what) -> str:
     return os.path.join(os.environ["LLMFLEET_TEST_TEMPLATE_CACHE"], digest.hexdigest() + ".code")
 
 
-def _load(path):
-    try:
-        with open(path, "rb") as kept:
-            return marshal.load(kept)
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-
-
-def _keep(path, code) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=os.path.dirname(path))
-        with os.fdopen(handle, "wb") as out:
-            marshal.dump(code, out)
-        os.replace(partial, path)
-    except OSError:
-        pass  # compiled again next time
-
-
 @internalcode  # left out of a template error's traceback, as Jinja's compile is
 def kept_compile(environment, source, name=None, filename=None, raw=False, defer_init=False):
     """jinja2.Environment.compile, with the code of a template's text, or of the expression
@@ -114,10 +96,10 @@ def kept_compile(environment, source, name=None, filename=None, raw=False, defer
         path = expression_path
     else:
         return _jinja_compile(environment, source, name, filename, raw, defer_init)
-    code = _load(path)
+    code = load_code(path)
     if code is None:
         code = _jinja_compile(environment, source, name, filename, raw, defer_init)
-        _keep(path, code)
+        keep_code(path, code)
     return code
 
 
@@ -128,7 +110,7 @@ def kept_compile_expression(environment, source, undefined_to_none=True):
     if environment._debuggable_template_source:
         return _jinja_compile_expression(environment, source, undefined_to_none)
     path = _path(environment, "expression", str(source))
-    code = _load(path)
+    code = load_code(path)
     if code is not None:
         template = environment.template_class.from_code(environment, code, environment.make_globals(None), None)
         return TemplateExpression(template, undefined_to_none)
