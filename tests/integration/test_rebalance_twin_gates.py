@@ -614,9 +614,11 @@ def test_one_window_restarts_moves_follows_a_ladder_and_swaps_and_its_rollback_u
             "seat_rebalance_gateway_url": proxy.url, "seat_rebalance_gateway_api_key": key,
             "seat_rebalance_gateway_routes": checks, "seat_rebalance_gateway_config": str(config),
             "seat_rebalance_gateway_config_write": True, "seat_rebalance_gateway_restart": proxy.restart_argv,
-            # at the role's own pace (a request a route every 0.5 s): each one costs the proxy
-            # some 15 ms of CPU, and these windows only ask that every route was asked
-            "seat_rebalance_gateway_load": True, "seat_rebalance_gateway_load_routes": ["alpha", "gamma", "char-rp"]})]
+            # a request a route every 2 s: each one costs the proxy and the seat some 20 ms of CPU,
+            # and these windows only ask that every route was asked through each of them (the
+            # fallback's test asks at 0.25 s, where a gap is what it measures)
+            "seat_rebalance_gateway_load": True, "seat_rebalance_gateway_load_routes": ["alpha", "gamma", "char-rp"],
+            "seat_rebalance_gateway_load_interval": 2})]
         proc = rebalance(hosts, twin_inventory, tmp_path / name / "report", *asked, *ONLY_TWIN1, check=False)
         out = proc.stdout + proc.stderr
         assert (tmp_path / name / "report" / "report.md").exists(), out[-4000:]
