@@ -22,6 +22,7 @@ import yaml
 
 from conftest import HOST_PYTHON, ansible_env, run_ansible
 from fakegpu import hook
+from support.adhoc import play_tasks
 from support.need import need
 from twinlib import fleet, rootfs
 from twinlib.spec import SpecError, gpu_state, parse_spec, spec_from_inventory, stable_uuid
@@ -443,13 +444,10 @@ def test_the_test_runs_keep_a_templates_code_and_render_it_as_jinja_compiles_it(
     run keeps nothing anew, and what is kept is what runs."""
     kept = tmp_path / "templates"
 
-    def run(name, tasks, cache):
-        playbook = tmp_path / ("%s.yml" % name)
-        playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
-        proc = run_ansible(["ansible-playbook", str(playbook)], {
-            "LLMFLEET_TEST_TEMPLATE_CACHE": cache, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
-        return [(task["task"]["name"], {key: task["hosts"]["localhost"].get(key) for key in ("msg", "failed", "skipped")})
-                for task in json.loads(proc.stdout)["plays"][0]["tasks"]]
+    def run(tasks, cache):
+        """``{task name: (msg, failed, skipped)}`` of one run with the kept code in ``cache``."""
+        _proc, results = play_tasks(tasks, tmp_path, extra_env={"LLMFLEET_TEST_TEMPLATE_CACHE": cache})
+        return {name: tuple(result.get(key) for key in ("msg", "failed", "skipped")) for name, result in results.items()}
 
     def files():
         return {path.name: path.stat().st_mtime_ns for path in kept.iterdir()}
@@ -464,21 +462,23 @@ def test_the_test_runs_keep_a_templates_code_and_render_it_as_jinja_compiles_it(
             "that": ["'1GiB' | llmfleet.seats.to_bytes == 1073741824"], "quiet": True}},
         {"name": "a template that does not compile", "ansible.builtin.debug": {"msg": "{{ 1 + }}"}, "ignore_errors": True},
     ]
-    compiled = run("compiled", tasks, "")
-    assert compiled[0][1]["msg"] == "card 7" and compiled[1][1]["msg"] == "2,4,"
-    assert compiled[3][1]["skipped"] and compiled[5][1]["failed"] and "syntax" in compiled[5][1]["msg"].lower()
+    compiled = run(tasks, "")
+    assert compiled["a backslash in an expression"][0] == "card 7" and compiled["a statement"][0] == "2,4,"
+    assert compiled["a conditional"][0] == "taken" and compiled["a conditional that is false"][2]
+    msg, failed, _skipped = compiled["a template that does not compile"]
+    assert failed and "syntax" in msg.lower()
     assert not kept.exists()
-    assert run("kept", tasks, str(kept)) == compiled
+    assert run(tasks, str(kept)) == compiled
     first = files()
     assert len(first) >= 5 and oct(kept.stat().st_mode & 0o777) == "0o700"
-    assert run("kept-again", tasks, str(kept)) == compiled
+    assert run(tasks, str(kept)) == compiled
     assert files() == first, "a second run compiles and keeps nothing anew"
 
     # what is kept is what runs: the code kept for one template, swapped for another's
-    run("second", [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}], str(kept))
-    [second] = set(files()) - set(first)
-    run("third", [{"name": "third", "ansible.builtin.debug": {"msg": "{{ 'thi' ~ 'rd' }}"}}], str(kept))
-    [third] = set(files()) - set(first) - {second}
-    (kept / second).write_bytes((kept / third).read_bytes())
-    assert run("swapped", [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}],
-               str(kept))[0][1]["msg"] == "third"
+    second = [{"name": "second", "ansible.builtin.debug": {"msg": "{{ 'sec' ~ 'ond' }}"}}]
+    run(second, str(kept))
+    [kept_second] = set(files()) - set(first)
+    run([{"name": "third", "ansible.builtin.debug": {"msg": "{{ 'thi' ~ 'rd' }}"}}], str(kept))
+    [kept_third] = set(files()) - set(first) - {kept_second}
+    (kept / kept_second).write_bytes((kept / kept_third).read_bytes())
+    assert run(second, str(kept))["second"][0] == "third"
