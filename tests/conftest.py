@@ -72,12 +72,13 @@ def ansible_env(extra: dict | None = None) -> dict:
     if env["ANSIBLE_COLLECTIONS_PATH"] == str(COLLECTIONS):
         # the same sources build the same zips: one build per suite (an installed copy builds its
         # own); each run imports the collection's controller plugins once, not in every worker;
-        # and a template's code, compiled once, is what every worker of every run renders it with
+        # and a template's code, compiled once, is what every worker of every run renders it with;
+        # and each run waits for its workers' results woken by each, not polling for it
         enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name]
         env.update({
             "ANSIBLE_CALLBACK_PLUGINS": str(REPO_ROOT / "tests" / "support" / "controller" / "callback"),
             "ANSIBLE_CALLBACKS_ENABLED": ",".join(enabled + ["shared_module_cache", "preloaded_plugins",
-                                                             "kept_templates"]),
+                                                             "kept_templates", "woken_results"]),
             "LLMFLEET_TEST_MODULE_CACHE": env.get("LLMFLEET_TEST_MODULE_CACHE", str(MODULE_CACHE)),
             "LLMFLEET_TEST_TEMPLATE_CACHE": env.get("LLMFLEET_TEST_TEMPLATE_CACHE", str(TEMPLATE_CACHE)),
         })

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import HOST_PYTHON, ansible_env, run_ansible
+from conftest import HOST_PYTHON, REPO_ROOT, VENV_BIN, ansible_env, run_ansible
 from fakegpu import hook
-from support.adhoc import play_tasks
+from support.adhoc import JSON_OUTPUT, play_tasks
 from support.need import need
+from support.wait import wait_for
 from twinlib import fleet, rootfs
 from twinlib.spec import SpecError, gpu_state, parse_spec, spec_from_inventory, stable_uuid
 
@@ -482,3 +483,50 @@ def test_the_test_runs_keep_a_templates_code_and_render_it_as_jinja_compiles_it(
     [kept_third] = set(files()) - set(first) - {kept_second}
     (kept / kept_second).write_bytes((kept / kept_third).read_bytes())
     assert run(second, str(kept))["second"][0] == "third"
+
+
+def _main_thread_switches(pid):
+    """How often a process's main thread has given up the CPU of its own accord (a sleep, a wait)."""
+    status = Path("/proc/%d/status" % pid).read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_the_test_runs_wait_for_results_woken_by_each_and_still_find_a_dead_worker(tmp_path):
+    """Each ansible-playbook of the suite waits for its workers' results woken by each, where
+    Ansible polls for them (CONTRIBUTING.md): while a task runs, the waiting process wakes about
+    ten times a second, not a thousand; the results are the tasks' own; and a worker killed
+    before its result fails the run as Ansible's own wait does."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    playbook = tmp_path / "wait.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "start", "ansible.builtin.file": {"path": str(started), "state": "touch"}},
+        {"name": "wait", "ansible.builtin.wait_for": {"path": str(release), "timeout": 300}},
+        {"name": "after", "ansible.builtin.debug": {"msg": "{{ [1, 2] | sum }}"}}]}]))
+    run = subprocess.Popen([str(VENV_BIN / "ansible-playbook"), str(playbook)], cwd=REPO_ROOT,
+                           env=ansible_env(JSON_OUTPUT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(started.exists, what="the run's first task")
+        before = _main_thread_switches(run.pid)
+        time.sleep(1)  # a second of the wait task, measured
+        woken = _main_thread_switches(run.pid) - before
+    finally:
+        release.touch()
+        out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+    results = {task["task"]["name"]: task["hosts"]["localhost"] for task in json.loads(out)["plays"][0]["tasks"]}
+    assert results["start"]["changed"] and not results["wait"].get("failed") and results["after"]["msg"] == 3
+    # polled: one wake a millisecond (some 900 a second on this machine, fewer only when it is
+    # starved of CPU); woken: the results, and a look for a dead worker every 0.1 s
+    assert woken < 100, "the waiting ansible-playbook woke %d times in a second" % woken
+
+    # a worker that dies without a result: its run fails, found by the wait's look at its workers
+    dies = tmp_path / "dies.yml"
+    dies.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "kill this task's worker", "ansible.builtin.shell":
+            "p=$$; while [ \"$(cat /proc/$p/comm)\" != ansible-playboo ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done;"
+            " kill -9 $p"},
+        {"name": "never", "ansible.builtin.debug": {"msg": "not reached"}}]}]))
+    proc = run_ansible(["ansible-playbook", str(dies)], timeout=300)
+    assert proc.returncode != 0 and "A worker was found in a dead state" in proc.stdout + proc.stderr, \
+        proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "not reached" not in proc.stdout
