@@ -40,7 +40,7 @@ import yaml
 from ansible_collections.llmfleet.seats.plugins.module_utils._rollout.lock import host_processes, run_processes
 from ansible_collections.llmfleet.seats.plugins.module_utils._sizing.kv import evaluate_kv_budget
 from conftest import run_ansible
-from support.rollout import (FLEET, ONLY_TWIN1, assert_rolled_back, fleet, fleet_with, gates_failed,
+from support.rollout import (FLEET, HOSTS, ONLY_TWIN1, assert_rolled_back, fleet, fleet_with, gates_failed,
                              rebalance, report_of, state, states, twin, twin_pair, wait_for, wait_healthy)
 from support.wait import DOCKER_STATE_POLL_S
 
@@ -218,6 +218,8 @@ def test_an_interrupted_run_is_recovered_by_the_next_one(twin_inventory, tmp_pat
     """ansible-playbook killed mid-boot: the lock stays with its journal. The next run sees the
     holder's process is gone, takes the lock over, and still rolls back to the state before the
     FIRST run when its own gate fails."""
+    for host in HOSTS:  # docker's verdict on seats deployed just before (this test run alone), to come
+        wait_healthy(host)
     before = states()
     old_alpha = before["twin1"]["containers"]["vllm-alpha"][0]
     hosts = fleet_with(tmp_path, alpha={"max_model_len": 24576,
