@@ -45,8 +45,8 @@ class _WakingResults(collections.deque):
         super().__init__(queued)
         self.condition = condition
 
-    def append(self, result):
-        super().append(result)
+    def append(self, x):  # deque's own name for it
+        super().append(x)
         self.condition.notify_all()
 
 
