@@ -121,7 +121,9 @@ def test_pinned_boot_logs_vllms_lines_in_order_and_holds_its_memory(gpus, seats,
 
     seat.proc.send_signal(signal.SIGTERM)
     assert seat.wait_exit() == 0
-    assert gpus.processes(GPU0) == [] and gpus.free_mib(GPU0) == TOTAL_MIB
+    # freed when the engine's connection to the driver closes, which the driver sees on its own time
+    wait_for(lambda: gpus.processes(GPU0) == [], what="the driver to free the engine's memory")
+    assert gpus.free_mib(GPU0) == TOTAL_MIB
     lines_in_order(seat.output, "INFO:     Shutting down", "INFO:     Finished server process")
 
 
@@ -495,7 +497,9 @@ def test_crash_after_ready_frees_memory_turns_health_503_and_exits_0(gpus, seats
                       "FAKE_VLLM_WATCHDOG_S": "3"})
     assert gpus.processes(GPU0)
     seat.wait_health(503, timeout=10)
-    assert gpus.processes(GPU0) == []
+    # the driver frees a context when the engine's connection to it closes, as the server's does:
+    # which of the two the machine gets to first is its own business, on a real host too
+    wait_for(lambda: gpus.processes(GPU0) == [], what="the driver to free the crashed engine's memory")
     assert seat.wait_exit() == 0
     assert "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup" in seat.output
 
