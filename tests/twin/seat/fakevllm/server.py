@@ -442,24 +442,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         long_request = prompt + generation.completion_tokens >= api.long_request_tokens
         with api.metrics_lock:
             api.running[request_id] = prompt
-        try:
-            if api.state != "ready" or not api.engine.request(prompt, long_request):
-                self._error(500, "InternalServerError", ENGINE_DEAD_CLIENT)
-                api.stop.set()    # terminate_if_errored: the server exits once the reply is out
-                return
-            if request.get("stream"):
-                self.stream(request, generation, prompt)
-            else:
-                self.complete(request, generation, prompt)
-        finally:
+
+        def finished() -> None:
+            # the engine counts a request out when it has made its last token, before the reply's
+            # last bytes leave: a client that has read the whole reply never sees it running
             with api.metrics_lock:
-                api.running.pop(request_id, None)
+                if api.running.pop(request_id, None) is None:
+                    return
                 api.counters["prompt"] += prompt
                 api.counters["generation"] += generation.completion_tokens
                 api.observed["prompt"].append(prompt)
                 api.observed["generation"].append(generation.completion_tokens)
                 reasons = api.counters["success"]
                 reasons[generation.finish_reason] = reasons.get(generation.finish_reason, 0) + 1
+
+        try:
+            if api.state != "ready" or not api.engine.request(prompt, long_request):
+                self._error(500, "InternalServerError", ENGINE_DEAD_CLIENT)
+                api.stop.set()    # terminate_if_errored: the server exits once the reply is out
+                return
+            if request.get("stream"):
+                self.stream(request, generation, prompt, finished)
+            else:
+                self.complete(request, generation, prompt, finished)
+        finally:
+            finished()
 
     def plan(self, request: dict):
         """Validation and max_tokens as vLLM 0.33 does them (renderers/online_renderer.py,
@@ -506,8 +513,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return {"prompt_tokens": prompt, "total_tokens": prompt + generation.completion_tokens,
                 "completion_tokens": generation.completion_tokens, "prompt_tokens_details": None}
 
-    def complete(self, request: dict, generation: Generation, prompt: int) -> None:
+    def complete(self, request: dict, generation: Generation, prompt: int, finished) -> None:
         time.sleep(self.api.knobs.token_delay_s * generation.completion_tokens)
+        finished()
         self._send(200, {
             "id": "chatcmpl-%s" % uuid.uuid4().hex, "object": "chat.completion",
             "created": int(time.time()), "model": request.get("model") or self.api.served_names[0],
@@ -518,7 +526,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
             "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None})
 
-    def stream(self, request: dict, generation: Generation, prompt: int) -> None:
+    def stream(self, request: dict, generation: Generation, prompt: int, finished) -> None:
         self.send_response_only(200)
         self.send_header("date", self.date_time_string())
         self.send_header("server", "uvicorn")
@@ -538,6 +546,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for delta in generation.deltas():
                 time.sleep(self.api.knobs.token_delay_s)
                 event(dict(head, choices=[{"index": 0, "delta": delta}]))
+            finished()
             event(dict(head, choices=[{"index": 0, "delta": {"content": ""},
                                        "finish_reason": generation.finish_reason, "stop_reason": None}]))
             if (request.get("stream_options") or {}).get("include_usage"):
