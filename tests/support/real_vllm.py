@@ -151,6 +151,25 @@ def serve(model: Path, args: list, until: str = "kv", log_dir: Path | None = Non
     return boot
 
 
+def engine_yields(boot: Boot) -> None:
+    """Every thread of the engine's processes but its API server at the lowest CPU priority.
+    The CPU build's worker makes a tiny model's tokens in a second or two on a core of its own,
+    and on a busy machine the API server, which answers /metrics from the other, answers a scrape
+    only once the requests are over. Yielding, the engine runs while the API server answers, as
+    on a GPU host, where the engine's work is the GPU's."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == boot.proc.pid:
+            continue
+        try:
+            # the process group: the third field after the command's closing parenthesis
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != boot.proc.pid:
+                continue
+            for task in (entry / "task").iterdir():
+                os.setpriority(os.PRIO_PROCESS, int(task.name), 19)
+        except (OSError, ValueError):
+            continue  # a process or thread that ended meanwhile
+
+
 def stop_engine(boot: Boot) -> None:
     """The engine's whole session (API server, engine core, worker): SIGTERM once it serves, as a
     runtime stops it; SIGKILL while it boots, which SIGTERM leaves hanging for half a minute."""
