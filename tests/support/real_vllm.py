@@ -161,12 +161,11 @@ def engine_yields(boot: Boot) -> None:
         if not entry.name.isdigit() or int(entry.name) == boot.proc.pid:
             continue
         try:
-            # the process group: the third field after the command's closing parenthesis
-            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != boot.proc.pid:
+            if os.getpgid(int(entry.name)) != boot.proc.pid:  # the engine's session is its group
                 continue
             for task in (entry / "task").iterdir():
                 os.setpriority(os.PRIO_PROCESS, int(task.name), 19)
-        except (OSError, ValueError):
+        except OSError:
             continue  # a process or thread that ended meanwhile
 
 
